@@ -1,0 +1,1 @@
+//! An in-process two-tier task scheduler.

@@ -1,0 +1,4 @@
+//! Fairway's simulator: a simulated clock and worker fleet driving the engine.
+
+pub mod rlscheduler;
+pub mod swf;
