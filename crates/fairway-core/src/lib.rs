@@ -3,10 +3,30 @@
 //! A fully deterministic implementation of admission, fair ordering, placement, leases and
 //! accounting for durable work. It contains no I/O, reads no clock and draws no randomness:
 //! every time-dependent call takes `now`, so the same inputs in the same order give the same
-//! outputs, bit for bit.
+//! outputs, bit for bit. See [`Engine`] for the API and ARCHITECTURE.md for the invariants.
 
 #![warn(missing_docs)]
 
+pub mod config;
+mod engine;
+pub mod event;
+pub mod hash;
+pub mod ids;
+pub mod job;
+pub mod policy;
+pub mod queue;
+pub mod resources;
+pub mod shape;
+pub mod time;
 pub mod weight;
 
+pub use config::{Backfill, ConfigError, PolicyName};
+pub use engine::{
+    Candidate, DecisionRecord, Engine, EngineConfig, EngineStats, Explanation, Ledger, TenantReport, WaitReason,
+};
+pub use engine::{StopNotice, TenantSnapshot, TickReport, WorkerOffer};
+pub use event::Event;
+pub use job::{Admission, HeartbeatReply, JobSpec, JobState, JobStatus, Lease, LeaseError, Outcome, RejectReason};
+pub use policy::Policy;
+pub use time::{Dur, Time};
 pub use weight::Weight;

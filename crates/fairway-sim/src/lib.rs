@@ -1,4 +1,20 @@
 //! Fairway's simulator: a simulated clock and worker fleet driving the engine.
+//!
+//! [`Scenario`] reads a scenario file (the format of DESIGN.md), [`run`] drives the engine
+//! through it, and [`Metrics`] reports what happened as JSON (a contract other tools read) or as
+//! text. SWF traces come in through [`swf`] and [`traces`]; [`rlscheduler`] reproduces the
+//! decision rules of the RLScheduler simulator exactly.
 
+#![warn(missing_docs)]
+
+pub mod driver;
+pub mod metrics;
 pub mod rlscheduler;
+pub mod rng;
+pub mod scenario;
 pub mod swf;
+pub mod traces;
+
+pub use driver::{RunOptions, run};
+pub use metrics::Metrics;
+pub use scenario::{Overrides, Scenario, ScenarioErrors};

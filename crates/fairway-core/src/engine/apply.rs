@@ -1,0 +1,632 @@
+//! Applying events: the only place durable state changes.
+//!
+//! `apply` never decides: every choice (who runs, where, what is charged, what happens after an
+//! attempt) was taken by the live engine and is written in the event.
+
+use super::Engine;
+use super::state::{Attempt, Finished, Job, NodeKind};
+use crate::config::PolicyName;
+use crate::event::{AfterAttempt, AttemptEnd, Event, StopReason};
+use crate::ids::{JobIdx, TenantIdx};
+use crate::job::{JobSpec, JobState};
+use crate::policy::{COST_PER_WORKER_SECOND, Policy};
+use crate::queue::OrderKey;
+use crate::shape::ShapeKey;
+use crate::time::{Dur, Time};
+use crate::ids::NodeIdx;
+
+/// The demand of a job that declares none.
+pub(crate) fn default_demand() -> std::collections::BTreeMap<String, f64> {
+    [("cpu".to_string(), 1.0)].into_iter().collect()
+}
+
+/// A digest of a job spec, to tell an idempotent resubmission from a reused id.
+pub(crate) fn spec_digest(spec: &JobSpec) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = crate::hash::FxHasher::default();
+    spec.tenant.hash(&mut h);
+    spec.class.hash(&mut h);
+    spec.priority.hash(&mut h);
+    for (k, v) in &spec.demand {
+        k.hash(&mut h);
+        v.to_bits().hash(&mut h);
+    }
+    spec.requires.hash(&mut h);
+    spec.gang.hash(&mut h);
+    h.finish()
+}
+
+impl Engine {
+    /// Applies a persisted event: replays a state change without deciding anything.
+    pub fn apply(&mut self, event: &Event) {
+        self.observe(event.at());
+        match event {
+            Event::PolicyPublished { at, version, source } => {
+                let policy = Policy::from_text(source).unwrap_or_else(|errors| {
+                    panic!("a published policy no longer validates: {errors:?}")
+                });
+                self.install_policy(*at, *version, policy);
+            }
+            Event::JobAccepted { at, seq, spec, estimate, deferred_until, wfq_tag, cost } => {
+                self.apply_accepted(*at, *seq, spec, *estimate, *deferred_until, *wfq_tag, *cost);
+            }
+            Event::JobEligible { job, .. } => {
+                let j = self.lookup(job);
+                let nb = self.job(j).not_before;
+                self.deferred.remove(&(nb, j));
+                self.job_mut(j).enqueued = self.now;
+                self.enqueue(j);
+            }
+            Event::JobDowngraded { job, .. } => {
+                let j = self.lookup(job);
+                self.dequeue(j);
+                self.job_mut(j).downgraded = true;
+                self.enqueue(j);
+            }
+            Event::LeaseGranted {
+                at,
+                job,
+                attempt,
+                epoch,
+                expires,
+                placements,
+                charges,
+                estimate,
+                policy_version,
+                borrowed,
+                drr,
+                worker_share,
+            } => {
+                let j = self.lookup(job);
+                let workers: Vec<_> = placements
+                    .iter()
+                    .map(|p| {
+                        let w = match self.worker_by_name.get(&p.worker) {
+                            Some(&w) => w,
+                            None => self.new_worker(&p.worker, &p.pool),
+                        };
+                        (w, p.members)
+                    })
+                    .collect();
+                self.apply_granted(
+                    j,
+                    *at,
+                    *attempt,
+                    *epoch,
+                    *expires,
+                    workers,
+                    charges,
+                    *estimate,
+                    *policy_version,
+                    *borrowed,
+                    *drr,
+                    *worker_share,
+                );
+            }
+            Event::LeaseExtended { job, expires, progress, .. } => {
+                let j = self.lookup(job);
+                let old = self.job(j).attempt.as_ref().expect("running").expires;
+                self.expiries.remove(&(old, j));
+                self.expiries.insert((*expires, j));
+                let job = self.job_mut(j);
+                job.attempt.as_mut().expect("running").expires = *expires;
+                if let Some(p) = progress {
+                    job.progress = *p;
+                }
+            }
+            Event::StopRequested { job, reason, deadline, .. } => {
+                let j = self.lookup(job);
+                let expires = self.job(j).attempt.as_ref().expect("running").expires;
+                self.expiries.remove(&(expires, j));
+                self.stops.insert((*deadline, j));
+                let job = self.job_mut(j);
+                job.attempt.as_mut().expect("running").stop = Some((*reason, *deadline));
+                if *reason == StopReason::Preempt {
+                    // The preempted attempt's epoch is no longer authoritative.
+                    job.epoch += 1;
+                }
+            }
+            Event::AttemptEnded { at, job, end, usage, progress, after, .. } => {
+                let j = self.lookup(job);
+                self.apply_ended(j, *at, *end, *usage, *progress, *after);
+            }
+            Event::JobCanceled { job, .. } => {
+                let j = self.lookup(job);
+                self.leave_waiting(j);
+                self.finish_job(j, JobState::Canceled, Some("canceled".to_string()));
+            }
+            Event::JobExpired { job, .. } => {
+                let j = self.lookup(job);
+                self.leave_waiting(j);
+                self.stats.expired += 1;
+                let class = self.job(j).class;
+                self.classes[class as usize].deadline_misses += 1;
+                self.finish_job(j, JobState::Expired, Some("deadline can no longer be met".to_string()));
+            }
+        }
+    }
+
+    fn lookup(&self, id: &str) -> JobIdx {
+        *self.job_by_id.get(id).unwrap_or_else(|| panic!("event names unknown job {id:?}"))
+    }
+
+    /// Takes a waiting (queued or deferred) job out of wherever it waits.
+    fn leave_waiting(&mut self, j: JobIdx) {
+        match self.job(j).state {
+            JobState::Queued => self.dequeue(j),
+            JobState::Deferred => {
+                let nb = self.job(j).not_before;
+                self.deferred.remove(&(nb, j));
+            }
+            other => panic!("job is {other:?}, not waiting"),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn apply_accepted(
+        &mut self,
+        at: Time,
+        seq: u64,
+        spec: &JobSpec,
+        estimate: Dur,
+        deferred_until: Option<Time>,
+        wfq_tag: u128,
+        cost: u128,
+    ) {
+        let tenant = self.tenant_for(&spec.tenant);
+        let class = self.class_index(spec.class.as_deref()).expect("accepted job's class exists");
+        let key = self.shape_key(spec, class).expect("accepted job's shape is valid");
+        let is_gang = key.gang_min > 1;
+        let shape = self.shapes.acquire(key).expect("accepted job's shape was admitted");
+        if is_gang {
+            self.gang_shapes += 1;
+        }
+        self.seq = self.seq.max(seq);
+        let j = match self.free_jobs.pop() {
+            Some(i) => JobIdx(i),
+            None => {
+                self.jobs.push(None);
+                JobIdx(self.jobs.len() as u32 - 1)
+            }
+        };
+        let class_policy = &self.classes[class as usize].policy;
+        let max_attempts = spec.max_attempts.unwrap_or(class_policy.max_attempts).clamp(1, class_policy.max_attempts.max(1));
+        let not_before = deferred_until.unwrap_or(at);
+        self.jobs[j.ix()] = Some(Job {
+            id: spec.id.clone().into_boxed_str(),
+            tenant,
+            class,
+            shape,
+            priority: spec.priority,
+            state: JobState::Deferred,
+            seq,
+            arrival: at,
+            enqueued: not_before,
+            estimate,
+            deadline: spec.deadline.unwrap_or(Time::MAX),
+            not_before,
+            max_attempts,
+            attempts: 0,
+            failures: 0,
+            epoch: 0,
+            checkpointable: spec.checkpointable,
+            downgraded: false,
+            progress: Dur::ZERO,
+            wfq_tag,
+            leaf: NodeIdx(0),
+            order: OrderKey::Fixed(1, 0),
+            cost,
+            first_start: None,
+            retry: false,
+            digest: spec_digest(spec),
+            attempt: None,
+        });
+        self.job_by_id.insert(spec.id.clone().into_boxed_str(), j);
+        self.live_jobs += 1;
+        let t = &mut self.tenants[tenant.ix()];
+        t.live_jobs += 1;
+        t.outstanding += cost;
+        if let Some(burst) = t.burst {
+            let refill = refill(t.rate, t.tokens_at, at);
+            t.tokens = (t.tokens + refill).min(burst).saturating_sub(cost);
+            t.tokens_at = at;
+        }
+        t.admitted[if deferred_until.is_some() { 1 } else { 0 }] += 1;
+        if self.policy.name == PolicyName::Wfq {
+            self.gps_note_arrival(tenant, wfq_tag);
+        }
+        match deferred_until {
+            Some(until) if until > at => {
+                self.deferred.insert((until, j));
+            }
+            _ => self.enqueue(j),
+        }
+    }
+
+    /// The shape of a job spec, or why it has none.
+    pub(crate) fn shape_key(&mut self, spec: &JobSpec, class: u16) -> Result<ShapeKey, String> {
+        let demand = if spec.demand.is_empty() {
+            self.resources.vector(&default_demand())?
+        } else {
+            self.resources.vector(&spec.demand)?
+        };
+        if demand.is_zero() {
+            return Err("the demand requests no resource (every job needs some capacity)".to_string());
+        }
+        let gang = spec.gang.max(1);
+        let gang_min = spec.gang_min.unwrap_or(gang).clamp(1, gang);
+        Ok(ShapeKey {
+            demand,
+            requires: spec.requires.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            class,
+            preemptible: spec.preemptible,
+            gang,
+            gang_min,
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn apply_granted(
+        &mut self,
+        j: JobIdx,
+        at: Time,
+        attempt: u32,
+        epoch: u64,
+        expires: Time,
+        placements: Vec<(crate::ids::WorkerIdx, u32)>,
+        charges: &[u64],
+        estimate: Dur,
+        policy_version: u64,
+        borrowed: bool,
+        drr: Option<(u128, i128, u64)>,
+        worker_share: u64,
+    ) {
+        self.dequeue(j);
+        let (tenant, class, shape, leaf, retry) = {
+            let job = self.job(j);
+            (job.tenant, job.class, job.shape, job.leaf, job.retry)
+        };
+        let members: u32 = placements.iter().map(|(_, m)| *m).sum();
+        let per_member = self.shapes.get(shape).demand.clone();
+        let demand = per_member.times(members as u64);
+        let path = self.charge_path(tenant, leaf);
+        // Allocation.
+        for t in self.tenant_chain(tenant) {
+            self.tenants[t.ix()].alloc.add(&demand);
+        }
+        for n in self.ancestors(leaf) {
+            self.nodes[n.ix()].alloc.add(&demand);
+        }
+        for &(w, m) in &placements {
+            let part = per_member.times(m as u64);
+            let worker = &mut self.workers[w.ix()];
+            worker.used.add(&part);
+            worker.jobs.insert(j);
+            let pool = worker.pool.clone();
+            let p = self.pools.entry(pool).or_default();
+            p.used.add(&part);
+            p.class_used.entry(class).or_default().add(&part);
+        }
+        // Charges: each level's virtual time advances by its share of the estimated work.
+        let charge_cost = estimate.0 as u128;
+        for (i, &n) in path.iter().enumerate() {
+            let parent = self.nodes[n.ix()].parent.expect("charged node has a parent");
+            let v = self.nodes[n.ix()].vtime;
+            let pv = &mut self.nodes[parent.ix()].child_v;
+            *pv = (*pv).max(v);
+            match self.policy.name {
+                PolicyName::Fair => {
+                    let share = charges.get(i).copied().unwrap_or(0) as u128;
+                    let node = &mut self.nodes[n.ix()];
+                    node.vtime += node.weight.divide(share * charge_cost);
+                }
+                PolicyName::RoundRobin => {
+                    let node = &mut self.nodes[n.ix()];
+                    node.vtime += node.weight.divide(COST_PER_WORKER_SECOND);
+                }
+                PolicyName::Drr => {
+                    if let Some((round, deficit, position)) = drr {
+                        let node = &mut self.nodes[n.ix()];
+                        node.drr.round = round;
+                        node.drr.deficit = deficit;
+                        node.drr.position = position;
+                        node.drr.fed = true;
+                        self.drr_round = self.drr_round.max(round);
+                    }
+                }
+                _ => {}
+            }
+        }
+        let est_cost = worker_share as u128 * estimate.0 as u128;
+        let pool_name = placements.first().map(|(w, _)| self.workers[w.ix()].pool.clone()).unwrap_or_default();
+        {
+            let t = &mut self.tenants[tenant.ix()];
+            t.ledger.in_flight += est_cost;
+            if retry {
+                t.retry_used += est_cost;
+            }
+        }
+        self.classes[class as usize].ledger.in_flight += est_cost;
+        self.pools.entry(pool_name).or_default().ledger.in_flight += est_cost;
+        let job = self.job_mut(j);
+        job.state = JobState::Running;
+        job.attempts = attempt;
+        job.epoch = epoch;
+        job.retry = false;
+        job.first_start.get_or_insert(at);
+        job.attempt = Some(Box::new(Attempt {
+            number: attempt,
+            epoch,
+            started: at,
+            expires,
+            placements,
+            members,
+            estimate,
+            charges: charges.to_vec(),
+            path,
+            stop: None,
+            borrowed,
+            policy_version,
+            worker_share,
+        }));
+        self.expiries.insert((expires, j));
+        self.stats.dispatches += 1;
+        for n in self.ancestors(leaf) {
+            self.rekey_node(n);
+        }
+    }
+
+    fn apply_ended(
+        &mut self,
+        j: JobIdx,
+        at: Time,
+        end: AttemptEnd,
+        usage: Dur,
+        progress: Option<Dur>,
+        after: AfterAttempt,
+    ) {
+        let a = self.job_mut(j).attempt.take().expect("ended attempt was running");
+        let worker_share = a.worker_share as u128;
+        let (tenant, class, shape, leaf) = {
+            let job = self.job(j);
+            (job.tenant, job.class, job.shape, job.leaf)
+        };
+        self.expiries.remove(&(a.expires, j));
+        if let Some((_, deadline)) = a.stop {
+            self.stops.remove(&(deadline, j));
+        }
+        let per_member = self.shapes.get(shape).demand.clone();
+        let demand = per_member.times(a.members as u64);
+        for t in self.tenant_chain(tenant) {
+            self.tenants[t.ix()].alloc.sub_times(&demand, 1);
+        }
+        for n in self.ancestors(leaf) {
+            self.nodes[n.ix()].alloc.sub_times(&demand, 1);
+        }
+        let mut pool_name = String::new();
+        for &(w, m) in &a.placements {
+            let part = per_member.times(m as u64);
+            let worker = &mut self.workers[w.ix()];
+            worker.used.sub_times(&part, 1);
+            worker.jobs.remove(&j);
+            pool_name = worker.pool.clone();
+            let p = self.pools.get_mut(&worker.pool).expect("pool of a placement");
+            p.used.sub_times(&part, 1);
+            p.class_used.get_mut(&class).expect("class usage").sub_times(&part, 1);
+        }
+        // Reconcile: charge actual usage instead of the estimate.
+        let (more, delta) = if usage >= a.estimate {
+            (true, usage.minus(a.estimate).0 as u128)
+        } else {
+            (false, a.estimate.minus(usage).0 as u128)
+        };
+        let repeated_underestimate = self.note_estimate(tenant, class, end, usage, a.estimate);
+        if self.policy.name == PolicyName::Fair && a.path.len() == a.charges.len() {
+            for (&n, &share) in a.path.iter().zip(&a.charges) {
+                if n.ix() >= self.nodes.len() {
+                    continue;
+                }
+                let node = &mut self.nodes[n.ix()];
+                let mut amount = node.weight.divide(share as u128 * delta);
+                if more && repeated_underestimate && matches!(node.kind, NodeKind::Tenant(_)) {
+                    // Repeated underestimation pays a penalty on top of the overrun.
+                    amount += amount * self.policy.debt_penalty_ppb as u128 / 1_000_000_000;
+                }
+                if more {
+                    node.vtime += amount;
+                } else {
+                    node.vtime = node.vtime.saturating_sub(amount);
+                }
+            }
+        }
+        let est_cost = worker_share * a.estimate.0 as u128;
+        let actual = worker_share * usage.0 as u128;
+        let over = if more { worker_share * delta } else { 0 };
+        let retry_attempt = a.number > 1;
+        for ledger in [
+            &mut self.tenants[tenant.ix()].ledger,
+            &mut self.classes[class as usize].ledger,
+            &mut self.pools.entry(pool_name).or_default().ledger,
+        ] {
+            ledger.in_flight -= est_cost;
+            ledger.charged += actual;
+            ledger.debt += over;
+            ledger.attempts += 1;
+            if retry_attempt {
+                ledger.retried += actual;
+            }
+            match end {
+                AttemptEnd::Failed { .. } | AttemptEnd::Expired => ledger.failed += actual,
+                AttemptEnd::Preempted => ledger.preempted += actual,
+                AttemptEnd::Canceled => ledger.canceled += actual,
+                AttemptEnd::Succeeded => {}
+            }
+        }
+        self.note_drain(class, shape, at, actual);
+        match end {
+            AttemptEnd::Failed { .. } => {
+                self.stats.failures += 1;
+                self.job_mut(j).failures += 1;
+            }
+            AttemptEnd::Expired => {
+                self.stats.lease_expiries += 1;
+                self.job_mut(j).failures += 1;
+            }
+            _ => {}
+        }
+        if let Some(p) = progress {
+            self.job_mut(j).progress = p;
+        } else if end != AttemptEnd::Preempted || !self.job(j).checkpointable {
+            // Work not checkpointed is lost: the next attempt starts over.
+            self.job_mut(j).progress = Dur::ZERO;
+        }
+        for n in self.ancestors(leaf) {
+            self.rekey_node(n);
+        }
+        match after {
+            AfterAttempt::Done(state) => {
+                let reason = match end {
+                    AttemptEnd::Failed { retryable: false } => Some("failed (not retryable)".to_string()),
+                    AttemptEnd::Failed { .. } | AttemptEnd::Expired if state == JobState::Failed => {
+                        Some("attempts or retry budget exhausted".to_string())
+                    }
+                    _ => None,
+                };
+                let deadline = self.job(j).deadline;
+                if state == JobState::Succeeded && at > deadline {
+                    self.classes[class as usize].deadline_misses += 1;
+                }
+                self.finish_job(j, state, reason);
+            }
+            AfterAttempt::Requeue { not_before, seq, retry } => {
+                if retry {
+                    self.stats.retries += 1;
+                }
+                let job = self.job_mut(j);
+                job.seq = seq;
+                job.retry = retry;
+                self.seq = self.seq.max(seq);
+                match not_before {
+                    Some(nb) if nb > at => {
+                        let job = self.job_mut(j);
+                        job.state = JobState::Deferred;
+                        job.not_before = nb;
+                        job.enqueued = nb;
+                        self.deferred.insert((nb, j));
+                    }
+                    _ => {
+                        self.job_mut(j).enqueued = at;
+                        self.enqueue(j);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Learns from a finished attempt how honest the tenant's estimates are in this class.
+    /// Returns whether the tenant underestimates repeatedly.
+    fn note_estimate(&mut self, t: TenantIdx, class: u16, end: AttemptEnd, usage: Dur, estimate: Dur) -> bool {
+        let e = self.tenants[t.ix()].estimators.entry(class).or_default();
+        if end != AttemptEnd::Succeeded {
+            return e.strikes >= 3;
+        }
+        let ratio_ppm = if estimate.0 == 0 {
+            1_000_000_000
+        } else {
+            ((usage.0 as u128 * 1_000_000) / estimate.0 as u128).min(1_000_000_000) as u64
+        };
+        if e.samples == 0 {
+            e.mean_ns = usage.0;
+            e.ratio_ppm = ratio_ppm;
+        } else {
+            // EWMA with weight 1/8.
+            e.mean_ns = (e.mean_ns as u128 * 7 / 8 + usage.0 as u128 / 8) as u64;
+            e.ratio_ppm = (e.ratio_ppm as u128 * 7 / 8 + ratio_ppm as u128 / 8) as u64;
+        }
+        e.samples = e.samples.saturating_add(1);
+        // More than 50% over the estimate is a strike; an honest completion forgives one.
+        if ratio_ppm > 1_500_000 {
+            e.strikes = e.strikes.saturating_add(1);
+        } else {
+            e.strikes = e.strikes.saturating_sub(1);
+        }
+        e.strikes >= 3
+    }
+
+    /// Ends job `j` in a terminal state and remembers it.
+    pub(crate) fn finish_job(&mut self, j: JobIdx, state: JobState, reason: Option<String>) {
+        let job = self.jobs[j.ix()].take().expect("finished job was live");
+        self.free_jobs.push(j.0);
+        self.job_by_id.remove(&job.id);
+        self.live_jobs -= 1;
+        let key = self.shapes.get(job.shape).clone();
+        if key.gang_min > 1 {
+            self.gang_shapes -= 1;
+        }
+        if self.shapes.release(job.shape) {
+            for g in self.groups.groups.iter_mut() {
+                g.forget_shape(job.shape);
+            }
+        }
+        let t = &mut self.tenants[job.tenant.ix()];
+        t.live_jobs -= 1;
+        t.outstanding -= job.cost;
+        let digest = job.digest;
+        if self.config.finished_retention > 0 {
+            if self.finished_order.len() >= self.config.finished_retention
+                && let Some(old) = self.finished_order.pop_front()
+            {
+                self.finished.remove(&old);
+            }
+            self.finished_order.push_back(job.id.clone());
+            self.finished.insert(
+                job.id,
+                Finished {
+                    tenant: job.tenant,
+                    class: job.class,
+                    state,
+                    attempts: job.attempts,
+                    epoch: job.epoch,
+                    arrival: job.arrival,
+                    estimate: job.estimate,
+                    reason,
+                    digest,
+                },
+            );
+        }
+    }
+
+    /// Measures how fast work of one class and shape drains.
+    fn note_drain(&mut self, class: u16, shape: crate::ids::ShapeId, at: Time, cost: u128) {
+        let d = self.drain.entry((class, shape)).or_default();
+        let window = Dur::from_secs(10);
+        if d.windows == 0 && d.window_cost == 0 {
+            d.window_start = at;
+        }
+        d.window_cost += cost;
+        let elapsed = at.since(d.window_start);
+        if elapsed >= window {
+            let rate = d.window_cost * 1_000_000_000 / elapsed.0.max(1) as u128;
+            d.rate = if d.windows == 0 { rate } else { (d.rate * 3 + rate) / 4 };
+            d.windows += 1;
+            d.window_cost = 0;
+            d.window_start = at;
+        }
+    }
+
+    /// WFQ: the fluid system's bookkeeping when flow `t` gets a job with finish tag `tag`.
+    fn gps_note_arrival(&mut self, t: TenantIdx, tag: u128) {
+        if let Some(old) = self.gps.last_finish.insert(t, tag) {
+            if self.gps.backlog.remove(&(old, t)) {
+                self.gps.weight_sum -= self.tenants[t.ix()].weight.micros() as u128;
+            }
+        }
+        self.gps.backlog.insert((tag, t));
+        self.gps.weight_sum += self.tenants[t.ix()].weight.micros() as u128;
+    }
+}
+
+/// Tokens a bucket refilling at `rate` (cost units per second) gains from `since` to `now`.
+pub(crate) fn refill(rate: Option<u128>, since: Time, now: Time) -> u128 {
+    rate.map(|r| r * now.since(since).0 as u128 / 1_000_000_000).unwrap_or(0)
+}

@@ -1,0 +1,629 @@
+//! The engine: one deterministic state machine for admission, ordering, placement, leases and
+//! accounting.
+//!
+//! The API is a small grammar, after quinn-proto's: commands (`submit`, `worker_ready`,
+//! `schedule`, `heartbeat`, `finish`, `cancel`, `tick`, `publish`) take `now` and return their
+//! answer; every durable state change they cause is an [`Event`], applied at once and queued
+//! for the driver to persist ([`Engine::drain_events`]); [`Engine::poll_timeout`] says when
+//! `tick` must next run. [`Engine::apply`] replays persisted events without deciding anything.
+//!
+//! State is in two parts. **Durable** state (jobs, attempts, epochs, tenants' books and virtual
+//! times, the policy) changes only through `apply`, so a replay rebuilds it exactly.
+//! **Ephemeral** state (live workers, placement groups, the per-group index, decision records)
+//! is rebuilt from what drivers report after a restart.
+
+mod apply;
+mod dispatch;
+mod explain;
+mod lease;
+pub(crate) mod state;
+mod submit;
+mod tree;
+
+pub use dispatch::WorkerOffer;
+pub use explain::{Explanation, TenantReport, TenantSnapshot, WaitReason};
+pub use lease::TickReport;
+pub use state::{Candidate, DecisionRecord, EngineStats, Ledger};
+
+use crate::config::{ConfigError, PolicyName};
+use crate::event::Event;
+use crate::hash::FxHashMap;
+use crate::ids::{GroupId, JobIdx, NodeIdx, ShapeId, TenantIdx, WorkerIdx};
+use crate::job::{JobState, JobStatus};
+use crate::policy::{DEFAULT_CLASS, Policy};
+use crate::resources::{ResVec, ResourceTable};
+use crate::shape::{GroupTable, ShapeTable, Worker};
+use crate::time::{Dur, Time};
+use crate::weight::Weight;
+use state::{Class, Finished, Gps, Job, Node, NodeKind, Pool, Tenant, TreeShape, tree_shape};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+/// Limits and switches of one engine instance (not part of the policy).
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    /// Live jobs held at most; admission refuses beyond (retryable).
+    pub max_jobs: usize,
+    /// Finished jobs remembered for idempotent resubmission and status queries.
+    pub finished_retention: usize,
+    /// Decision records kept.
+    pub decision_ring: usize,
+    /// Whether events are queued for [`Engine::drain_events`] (the simulator turns this off).
+    pub capture_events: bool,
+    /// A worker not heard from for this long is forgotten (its capacity no longer counts).
+    pub worker_ttl: Dur,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            max_jobs: 10_000_000,
+            finished_retention: 1_000_000,
+            decision_ring: 4096,
+            capture_events: true,
+            worker_ttl: Dur::from_secs(60),
+        }
+    }
+}
+
+/// Queued work of one class and shape, for admission's predictions.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Backlog {
+    pub queued_cost: u128,
+    pub queued_jobs: u64,
+}
+
+/// Measured drain of one class and shape.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Drain {
+    /// Cost completed in the current window.
+    pub window_cost: u128,
+    pub window_start: Time,
+    /// Smoothed drain rate, in cost units per second.
+    pub rate: u128,
+    pub windows: u32,
+}
+
+/// The scheduling engine. See the module documentation.
+pub struct Engine {
+    pub(crate) config: EngineConfig,
+    pub(crate) policy: Policy,
+    pub(crate) version: u64,
+    pub(crate) shape_kind: TreeShape,
+    pub(crate) resources: ResourceTable,
+    pub(crate) classes: Vec<Class>,
+    pub(crate) class_by_name: BTreeMap<String, u16>,
+    pub(crate) tenants: Vec<Tenant>,
+    pub(crate) tenant_by_name: BTreeMap<String, TenantIdx>,
+    pub(crate) nodes: Vec<Node>,
+    pub(crate) single: Option<NodeIdx>,
+    pub(crate) jobs: Vec<Option<Job>>,
+    pub(crate) free_jobs: Vec<u32>,
+    pub(crate) job_by_id: FxHashMap<Box<str>, JobIdx>,
+    pub(crate) finished: FxHashMap<Box<str>, Finished>,
+    pub(crate) finished_order: VecDeque<Box<str>>,
+    pub(crate) seq: u64,
+    pub(crate) shapes: ShapeTable,
+    pub(crate) groups: GroupTable,
+    pub(crate) polling: BTreeMap<GroupId, BTreeSet<WorkerIdx>>,
+    pub(crate) workers: Vec<Worker>,
+    pub(crate) worker_by_name: FxHashMap<String, WorkerIdx>,
+    pub(crate) pools: BTreeMap<String, Pool>,
+    pub(crate) total_capacity: ResVec,
+    pub(crate) deferred: BTreeSet<(Time, JobIdx)>,
+    pub(crate) expiries: BTreeSet<(Time, JobIdx)>,
+    pub(crate) stops: BTreeSet<(Time, JobIdx)>,
+    pub(crate) caps: BTreeSet<(Time, JobIdx)>,
+    pub(crate) deadlines: BTreeSet<(Time, JobIdx)>,
+    pub(crate) worker_ttl: BTreeSet<(Time, WorkerIdx)>,
+    pub(crate) gps: Gps,
+    pub(crate) drr_round: u128,
+    pub(crate) drr_position: u64,
+    pub(crate) backlog: FxHashMap<(u16, ShapeId), Backlog>,
+    pub(crate) drain: FxHashMap<(u16, ShapeId), Drain>,
+    pub(crate) events: Vec<Event>,
+    pub(crate) decisions: VecDeque<DecisionRecord>,
+    pub(crate) stats: EngineStats,
+    pub(crate) now: Time,
+    pub(crate) live_jobs: usize,
+    pub(crate) queued_jobs: u64,
+    pub(crate) gang_shapes: u32,
+    pub(crate) stop_notices: Vec<StopNotice>,
+}
+
+/// A running attempt the engine asked to stop: its worker learns it from its next heartbeat,
+/// and a driver that can reach the worker sooner may tell it at once.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StopNotice {
+    /// Job id.
+    pub job: String,
+    /// The attempt's epoch.
+    pub epoch: u64,
+    /// Why.
+    pub reason: crate::event::StopReason,
+}
+
+impl Engine {
+    /// An engine running `policy` as version 1, published at `now`.
+    pub fn new(now: Time, policy: Policy, config: EngineConfig) -> Engine {
+        let mut engine = Engine {
+            config,
+            policy: Policy::built_in(),
+            version: 0,
+            shape_kind: TreeShape::Single,
+            resources: ResourceTable::default(),
+            classes: Vec::new(),
+            class_by_name: BTreeMap::new(),
+            tenants: Vec::new(),
+            tenant_by_name: BTreeMap::new(),
+            nodes: Vec::new(),
+            single: None,
+            jobs: Vec::new(),
+            free_jobs: Vec::new(),
+            job_by_id: FxHashMap::default(),
+            finished: FxHashMap::default(),
+            finished_order: VecDeque::new(),
+            seq: 0,
+            shapes: ShapeTable::default(),
+            groups: GroupTable::default(),
+            polling: BTreeMap::new(),
+            workers: Vec::new(),
+            worker_by_name: FxHashMap::default(),
+            pools: BTreeMap::new(),
+            total_capacity: ResVec::default(),
+            deferred: BTreeSet::new(),
+            expiries: BTreeSet::new(),
+            stops: BTreeSet::new(),
+            caps: BTreeSet::new(),
+            deadlines: BTreeSet::new(),
+            worker_ttl: BTreeSet::new(),
+            gps: Gps::default(),
+            drr_round: 0,
+            drr_position: 0,
+            backlog: FxHashMap::default(),
+            drain: FxHashMap::default(),
+            events: Vec::new(),
+            decisions: VecDeque::new(),
+            stats: EngineStats::default(),
+            now,
+            live_jobs: 0,
+            queued_jobs: 0,
+            gang_shapes: 0,
+            stop_notices: Vec::new(),
+        };
+        let source = policy.source.clone();
+        engine.emit(Event::PolicyPublished { at: now, version: 1, source });
+        engine
+    }
+
+    /// An empty engine for replay: apply a `PolicyPublished` event first.
+    pub fn for_replay(config: EngineConfig) -> Engine {
+        let mut engine = Engine::new(Time::ZERO, Policy::built_in(), config);
+        engine.events.clear();
+        engine.version = 0;
+        engine
+    }
+
+    /// Validates `text` and publishes it as the next policy version. A malformed policy is
+    /// refused with every error found, and the prior version stays.
+    pub fn publish(&mut self, now: Time, text: &str) -> Result<u64, Vec<ConfigError>> {
+        self.observe(now);
+        Policy::from_text(text)?;
+        let version = self.version + 1;
+        self.emit(Event::PolicyPublished { at: now, version, source: text.to_string() });
+        Ok(version)
+    }
+
+    /// The current policy.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// The current policy version.
+    pub fn policy_version(&self) -> u64 {
+        self.version
+    }
+
+    /// Events produced since the last drain, in order. Persist them before acknowledging.
+    pub fn drain_events(&mut self) -> Vec<Event> {
+        std::mem::take(&mut self.events)
+    }
+
+    /// Stop requests issued since the last call (preemptions and cancellations of running
+    /// attempts).
+    pub fn poll_stops(&mut self) -> Vec<StopNotice> {
+        std::mem::take(&mut self.stop_notices)
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &EngineStats {
+        &self.stats
+    }
+
+    /// Live jobs (deferred, queued or running).
+    pub fn live_jobs(&self) -> usize {
+        self.live_jobs
+    }
+
+    /// Queued jobs.
+    pub fn queued_jobs(&self) -> u64 {
+        self.queued_jobs
+    }
+
+    /// The resource names seen so far.
+    pub fn resources(&self) -> &ResourceTable {
+        &self.resources
+    }
+
+    /// The next instant at which [`Engine::tick`] has work: a deferred job becoming eligible, a
+    /// lease or stop deadline expiring, a deadline passing, a worker timing out.
+    pub fn poll_timeout(&self) -> Option<Time> {
+        [
+            self.deferred.first().map(|e| e.0),
+            self.expiries.first().map(|e| e.0),
+            self.stops.first().map(|e| e.0),
+            self.deadlines.first().map(|e| e.0),
+            self.worker_ttl.first().map(|e| e.0),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    /// Applies an event and queues it for persistence.
+    pub(crate) fn emit(&mut self, event: Event) {
+        self.apply(&event);
+        if self.config.capture_events {
+            self.events.push(event);
+        }
+    }
+
+    /// Notes the current time; time never runs backwards inside the engine.
+    pub(crate) fn observe(&mut self, now: Time) -> Time {
+        if now > self.now {
+            self.now = now;
+        }
+        self.now
+    }
+
+    pub(crate) fn job(&self, j: JobIdx) -> &Job {
+        self.jobs[j.ix()].as_ref().expect("live job")
+    }
+
+    pub(crate) fn job_mut(&mut self, j: JobIdx) -> &mut Job {
+        self.jobs[j.ix()].as_mut().expect("live job")
+    }
+
+    pub(crate) fn class_name(&self, class: u16) -> &str {
+        &self.classes[class as usize].policy.name
+    }
+
+    /// The status of job `id`, live or remembered.
+    pub fn status(&self, id: &str) -> Option<JobStatus> {
+        if let Some(&j) = self.job_by_id.get(id) {
+            let job = self.job(j);
+            let attempt = job.attempt.as_deref();
+            return Some(JobStatus {
+                job: id.to_string(),
+                tenant: self.tenants[job.tenant.ix()].name.clone(),
+                class: self.class_name(job.class).to_string(),
+                state: job.state,
+                attempt: job.attempts,
+                epoch: job.epoch,
+                arrival: job.arrival,
+                not_before: (job.state == JobState::Deferred).then_some(job.not_before),
+                workers: attempt
+                    .map(|a| a.placements.iter().map(|(w, _)| self.workers[w.ix()].name.clone()).collect())
+                    .unwrap_or_default(),
+                expires: attempt.map(|a| a.expires),
+                estimate: job.estimate,
+                reason: None,
+                policy_version: attempt.map(|a| a.policy_version),
+            });
+        }
+        let f = self.finished.get(id)?;
+        Some(JobStatus {
+            job: id.to_string(),
+            tenant: self.tenants[f.tenant.ix()].name.clone(),
+            class: self.class_name(f.class).to_string(),
+            state: f.state,
+            attempt: f.attempts,
+            epoch: f.epoch,
+            arrival: f.arrival,
+            not_before: None,
+            workers: Vec::new(),
+            expires: None,
+            estimate: f.estimate,
+            reason: f.reason.clone(),
+            policy_version: None,
+        })
+    }
+
+    // ---- tenants ------------------------------------------------------------------------
+
+    /// The tenant named `name`, created (with its ancestors) if new.
+    pub(crate) fn tenant_for(&mut self, name: &str) -> TenantIdx {
+        if let Some(&t) = self.tenant_by_name.get(name) {
+            return t;
+        }
+        let parent = name.rfind('/').map(|i| self.tenant_for(&name[..i]));
+        let t = TenantIdx(self.tenants.len() as u32);
+        self.tenants.push(Tenant {
+            name: name.to_string(),
+            parent,
+            children: Vec::new(),
+            declared: false,
+            weight: Weight::ONE,
+            guarantee: ResVec::default(),
+            limit: None,
+            classes: None,
+            alloc: ResVec::default(),
+            node: None,
+            bands: BTreeMap::new(),
+            live_jobs: 0,
+            outstanding: 0,
+            max_outstanding: None,
+            burst: None,
+            rate: None,
+            tokens: 0,
+            tokens_at: self.now,
+            retry_budget: None,
+            retry_window: Dur::from_secs(60),
+            retry_used: 0,
+            retry_since: self.now,
+            ledger: Ledger::default(),
+            estimators: BTreeMap::new(),
+            admitted: [0; 3],
+        });
+        self.tenant_by_name.insert(name.to_string(), t);
+        if let Some(p) = parent {
+            self.tenants[p.ix()].children.push(t);
+        }
+        self.configure_tenant(t);
+        self.attach_tenant_node(t);
+        t
+    }
+
+    /// Applies the policy's declaration (or the defaults) to tenant `t`.
+    fn configure_tenant(&mut self, t: TenantIdx) {
+        let name = self.tenants[t.ix()].name.clone();
+        let declared = self.policy.tenant(&name).cloned();
+        let mut guarantee = ResVec::default();
+        let mut limit = None;
+        let mut classes = None;
+        let tenant = &self.tenants[t.ix()];
+        let was = (tenant.burst, tenant.tokens);
+        if let Some(d) = &declared {
+            for (r, a) in &d.guarantee {
+                if let Some(id) = self.resources.intern(r) {
+                    guarantee.set(id, *a);
+                }
+            }
+            if !d.limit.is_empty() {
+                let mut l = ResVec::default();
+                for (r, a) in &d.limit {
+                    if let Some(id) = self.resources.intern(r) {
+                        l.set(id, *a);
+                    }
+                }
+                limit = Some(l);
+            }
+            classes = d.classes.as_ref().map(|names| {
+                names.iter().filter_map(|c| self.class_by_name.get(c).copied()).collect::<BTreeSet<u16>>()
+            });
+        }
+        let tenant = &mut self.tenants[t.ix()];
+        tenant.declared = declared.is_some();
+        tenant.weight = declared.as_ref().map(|d| d.weight).unwrap_or(Weight::ONE);
+        tenant.guarantee = guarantee;
+        tenant.limit = limit;
+        tenant.classes = classes;
+        tenant.max_outstanding = declared.as_ref().and_then(|d| d.max_outstanding);
+        tenant.burst = declared.as_ref().and_then(|d| d.burst);
+        tenant.rate = declared.as_ref().and_then(|d| d.rate);
+        tenant.retry_budget = declared.as_ref().and_then(|d| d.retry_budget);
+        tenant.retry_window = declared.as_ref().map(|d| d.retry_window).unwrap_or(Dur::from_secs(60));
+        if tenant.burst != was.0 {
+            // A new quota starts full.
+            tenant.tokens = tenant.burst.unwrap_or(0);
+            tenant.tokens_at = self.now;
+        }
+        if let Some(n) = tenant.node {
+            self.nodes[n.ix()].weight = tenant.weight;
+        }
+    }
+
+    /// Gives tenant `t` its node in the current tree.
+    fn attach_tenant_node(&mut self, t: TenantIdx) {
+        match self.shape_kind {
+            TreeShape::Single => {}
+            TreeShape::Flat => {
+                let weight = self.tenants[t.ix()].weight;
+                let n = self.add_node(Some(NodeIdx(0)), NodeKind::Flat(t), weight, true);
+                self.tenants[t.ix()].node = Some(n);
+            }
+            TreeShape::Hierarchical => {
+                let parent = match self.tenants[t.ix()].parent {
+                    Some(p) => self.tenants[p.ix()].node.expect("parent tenant has a node"),
+                    None => NodeIdx(0),
+                };
+                let weight = self.tenants[t.ix()].weight;
+                let n = self.add_node(Some(parent), NodeKind::Tenant(t), weight, false);
+                self.tenants[t.ix()].node = Some(n);
+            }
+        }
+    }
+
+    pub(crate) fn add_node(&mut self, parent: Option<NodeIdx>, kind: NodeKind, weight: Weight, leaf: bool) -> NodeIdx {
+        let n = NodeIdx(self.nodes.len() as u32);
+        self.nodes.push(Node::new(parent, kind, weight, leaf));
+        n
+    }
+
+    /// The leaf queue for a job of tenant `t` in class `class`, created if needed.
+    pub(crate) fn leaf_for(&mut self, t: TenantIdx, class: u16) -> NodeIdx {
+        match self.shape_kind {
+            TreeShape::Single => self.single.expect("single leaf"),
+            TreeShape::Flat => self.tenants[t.ix()].node.expect("flat leaf"),
+            TreeShape::Hierarchical => {
+                if let Some(&n) = self.tenants[t.ix()].bands.get(&class) {
+                    return n;
+                }
+                let parent = self.tenants[t.ix()].node.expect("tenant node");
+                let weight = self.classes[class as usize].policy.weight;
+                let n = self.add_node(Some(parent), NodeKind::Band(t, class), weight, true);
+                self.tenants[t.ix()].bands.insert(class, n);
+                n
+            }
+        }
+    }
+
+    /// Installs a validated policy (from a `PolicyPublished` event).
+    pub(crate) fn install_policy(&mut self, at: Time, version: u64, policy: Policy) {
+        let old_kind = (self.version > 0).then_some(self.policy.name);
+        // Classes keep their index by name; new classes are appended.
+        for c in &policy.classes {
+            match self.class_by_name.get(&c.name) {
+                Some(&i) => self.classes[i as usize].policy = c.clone(),
+                None => {
+                    self.class_by_name.insert(c.name.clone(), self.classes.len() as u16);
+                    self.classes.push(Class { policy: c.clone(), ledger: Ledger::default(), deadline_misses: 0 });
+                }
+            }
+        }
+        for t in &policy.tenants {
+            for r in t.guarantee.keys().chain(t.limit.keys()) {
+                self.resources.intern(r);
+            }
+        }
+        let rebuild = old_kind != Some(policy.name);
+        self.policy = policy;
+        self.version = version;
+        self.observe(at);
+        // Declared tenants exist from the start so that their settings show in reports.
+        let declared: Vec<String> = self.policy.tenants.iter().map(|t| t.name.clone()).collect();
+        for name in &declared {
+            self.tenant_for(name);
+        }
+        for t in 0..self.tenants.len() {
+            self.configure_tenant(TenantIdx(t as u32));
+        }
+        if rebuild {
+            self.rebuild_tree();
+        } else {
+            for b in self.nodes.iter_mut() {
+                if let NodeKind::Band(_, c) = b.kind {
+                    b.weight = self.classes[c as usize].policy.weight;
+                }
+            }
+            self.rekey_all();
+        }
+    }
+
+    /// Builds the tree for the current policy and puts every queued job back in it.
+    fn rebuild_tree(&mut self) {
+        self.shape_kind = tree_shape(self.policy.name);
+        self.nodes.clear();
+        self.single = None;
+        self.add_node(None, NodeKind::Root, Weight::ONE, false);
+        if self.shape_kind == TreeShape::Single {
+            self.single = Some(self.add_node(Some(NodeIdx(0)), NodeKind::Single, Weight::ONE, true));
+        }
+        for t in 0..self.tenants.len() {
+            let t = TenantIdx(t as u32);
+            self.tenants[t.ix()].node = None;
+            self.tenants[t.ix()].bands.clear();
+        }
+        // Tenants were created parents first, so parents get their nodes first.
+        for t in 0..self.tenants.len() {
+            self.attach_tenant_node(TenantIdx(t as u32));
+        }
+        let mut queued: Vec<(u64, JobIdx)> = Vec::new();
+        let mut running: Vec<JobIdx> = Vec::new();
+        for (i, slot) in self.jobs.iter().enumerate() {
+            if let Some(job) = slot {
+                match job.state {
+                    JobState::Queued => queued.push((job.seq, JobIdx(i as u32))),
+                    JobState::Running => running.push(JobIdx(i as u32)),
+                    _ => {}
+                }
+            }
+        }
+        queued.sort();
+        for (_, j) in queued {
+            self.queued_jobs -= 1;
+            self.enqueue(j);
+        }
+        for j in running {
+            // Attempts that straddle a change of policy keep their allocation in the new tree but
+            // are not reconciled against charges made under the old one.
+            let (tenant, class) = (self.job(j).tenant, self.job(j).class);
+            let leaf = self.leaf_for(tenant, class);
+            let path = self.charge_path(tenant, leaf);
+            let members = self.job(j).attempt.as_ref().map(|a| a.members).unwrap_or(1) as u64;
+            let demand = self.shapes.get(self.job(j).shape).demand.times(members);
+            for n in self.ancestors(leaf) {
+                self.nodes[n.ix()].alloc.add(&demand);
+            }
+            let job = self.job_mut(j);
+            job.leaf = leaf;
+            if let Some(a) = job.attempt.as_mut() {
+                a.charges = vec![0; path.len()];
+                a.path = path;
+            }
+        }
+        self.rekey_all();
+    }
+
+    /// The nodes whose virtual time a job of tenant `t` in leaf `leaf` is charged to, top first.
+    pub(crate) fn charge_path(&self, t: TenantIdx, leaf: NodeIdx) -> Vec<NodeIdx> {
+        match self.shape_kind {
+            TreeShape::Single => Vec::new(),
+            TreeShape::Flat => vec![leaf],
+            TreeShape::Hierarchical => {
+                let mut path = vec![leaf];
+                let mut cur = Some(t);
+                while let Some(c) = cur {
+                    path.push(self.tenants[c.ix()].node.expect("tenant node"));
+                    cur = self.tenants[c.ix()].parent;
+                }
+                path.reverse();
+                path
+            }
+        }
+    }
+
+    /// `n` and its ancestors below the root, bottom first.
+    pub(crate) fn ancestors(&self, n: NodeIdx) -> Vec<NodeIdx> {
+        let mut out = Vec::new();
+        let mut cur = Some(n);
+        while let Some(c) = cur {
+            if c == NodeIdx(0) {
+                break;
+            }
+            out.push(c);
+            cur = self.nodes[c.ix()].parent;
+        }
+        out
+    }
+
+    /// The tenant `t` and its ancestors, bottom first.
+    pub(crate) fn tenant_chain(&self, t: TenantIdx) -> Vec<TenantIdx> {
+        let mut out = vec![t];
+        let mut cur = self.tenants[t.ix()].parent;
+        while let Some(p) = cur {
+            out.push(p);
+            cur = self.tenants[p.ix()].parent;
+        }
+        out
+    }
+
+    /// The name of the policy in force.
+    pub fn policy_name(&self) -> PolicyName {
+        self.policy.name
+    }
+
+    /// The class index of `name`, or of `default`.
+    pub(crate) fn class_index(&self, name: Option<&str>) -> Option<u16> {
+        self.class_by_name.get(name.unwrap_or(DEFAULT_CLASS)).copied()
+    }
+}

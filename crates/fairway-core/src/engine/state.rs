@@ -1,0 +1,349 @@
+//! The engine's records: jobs, attempts, tenants, classes, pools and tree nodes.
+
+use crate::config::PolicyName;
+use crate::event::StopReason;
+use crate::ids::{GroupId, NodeIdx, ShapeId, TenantIdx, WorkerIdx};
+use crate::job::JobState;
+use crate::policy::ClassPolicy;
+use crate::queue::{OrderKey, SubQueue};
+use crate::resources::ResVec;
+use crate::time::{Dur, Time};
+use crate::weight::Weight;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// A live job (waiting, deferred or running).
+#[derive(Clone, Debug)]
+pub(crate) struct Job {
+    pub id: Box<str>,
+    pub tenant: TenantIdx,
+    pub class: u16,
+    pub shape: ShapeId,
+    pub priority: i32,
+    pub state: JobState,
+    /// Position in arrival order; a retry gets a fresh one so it does not jump ahead.
+    pub seq: u64,
+    pub arrival: Time,
+    /// When it last entered its queue (for aging).
+    pub enqueued: Time,
+    pub estimate: Dur,
+    /// `Time::MAX` when it has none.
+    pub deadline: Time,
+    pub not_before: Time,
+    pub max_attempts: u32,
+    pub attempts: u32,
+    /// Attempts that count against `max_attempts` (failures and expiries, not preemptions).
+    pub failures: u32,
+    pub epoch: u64,
+    pub checkpointable: bool,
+    pub downgraded: bool,
+    /// Work done by earlier attempts (checkpoints).
+    pub progress: Dur,
+    pub wfq_tag: u128,
+    /// Its leaf queue and key there, while queued.
+    pub leaf: NodeIdx,
+    pub order: OrderKey,
+    /// Estimated cost counted in its tenant's outstanding work.
+    pub cost: u128,
+    pub first_start: Option<Time>,
+    /// Whether the job re-entered after a failure (spends retry budget when it starts).
+    pub retry: bool,
+    /// Digest of the submitted spec (to tell a resubmission from a reused id).
+    pub digest: u64,
+    pub attempt: Option<Box<Attempt>>,
+}
+
+/// A running attempt.
+#[derive(Clone, Debug)]
+pub(crate) struct Attempt {
+    pub number: u32,
+    pub epoch: u64,
+    pub started: Time,
+    pub expires: Time,
+    pub placements: Vec<(WorkerIdx, u32)>,
+    pub members: u32,
+    pub estimate: Dur,
+    /// Share increments charged along the job's charge path (ppb), top first.
+    pub charges: Vec<u64>,
+    pub path: Vec<NodeIdx>,
+    pub stop: Option<(StopReason, Time)>,
+    pub borrowed: bool,
+    pub policy_version: u64,
+    /// Dominant share of one worker times members (ppb): cost per nanosecond.
+    pub worker_share: u64,
+}
+
+/// The books of a tenant (also kept per class and per pool): cost in cost units.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Ledger {
+    /// Cost charged for finished attempts (actual usage), all outcomes.
+    pub charged: u128,
+    /// Estimated cost of running attempts.
+    pub in_flight: u128,
+    /// Part of `charged` spent on attempts that failed or expired.
+    pub failed: u128,
+    /// Part of `charged` spent on attempts that were preempted.
+    pub preempted: u128,
+    /// Part of `charged` spent on attempts that were canceled.
+    pub canceled: u128,
+    /// Part of `charged` spent on retries.
+    pub retried: u128,
+    /// Underestimation: actual cost above the estimate, summed.
+    pub debt: u128,
+    /// Attempts finished (any outcome).
+    pub attempts: u64,
+}
+
+/// Learned estimates of one tenant in one class.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Estimator {
+    /// EWMA of actual run time (ns).
+    pub mean_ns: u64,
+    /// EWMA of actual / declared, in ppm (1e6 = honest).
+    pub ratio_ppm: u64,
+    pub samples: u32,
+    /// Recent underestimates (decays by one per honest completion).
+    pub strikes: u32,
+}
+
+/// A tenant (a node of the tenant tree, declared or seen in a submission).
+#[derive(Clone, Debug)]
+pub(crate) struct Tenant {
+    pub name: String,
+    pub parent: Option<TenantIdx>,
+    pub children: Vec<TenantIdx>,
+    pub declared: bool,
+    pub weight: Weight,
+    pub guarantee: ResVec,
+    pub limit: Option<ResVec>,
+    /// Classes permitted (by index); `None` means all.
+    pub classes: Option<BTreeSet<u16>>,
+    /// Demand of running attempts of this tenant and its descendants.
+    pub alloc: ResVec,
+    /// Its node in the current tree (tenant node under `fair`, leaf under flat policies).
+    pub node: Option<NodeIdx>,
+    /// Band leaves under `fair`, by class.
+    pub bands: BTreeMap<u16, NodeIdx>,
+    /// Jobs of this tenant (not descendants) that are live.
+    pub live_jobs: u64,
+    pub outstanding: u128,
+    pub max_outstanding: Option<u128>,
+    pub burst: Option<u128>,
+    pub rate: Option<u128>,
+    pub tokens: u128,
+    pub tokens_at: Time,
+    pub retry_budget: Option<u128>,
+    pub retry_window: Dur,
+    pub retry_used: u128,
+    pub retry_since: Time,
+    pub ledger: Ledger,
+    pub estimators: BTreeMap<u16, Estimator>,
+    /// Admission outcomes: accepted, deferred, rejected.
+    pub admitted: [u64; 3],
+}
+
+/// A class at run time.
+#[derive(Clone, Debug)]
+pub(crate) struct Class {
+    pub policy: ClassPolicy,
+    pub ledger: Ledger,
+    pub deadline_misses: u64,
+}
+
+/// A pool at run time: capacity of live workers and what runs there.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Pool {
+    pub capacity: ResVec,
+    pub used: ResVec,
+    /// Demand running per class.
+    pub class_used: BTreeMap<u16, ResVec>,
+    pub ledger: Ledger,
+    pub live_workers: u32,
+}
+
+/// DRR state of a queue.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Drr {
+    pub round: u128,
+    pub deficit: i128,
+    pub position: u64,
+    /// Whether the quantum of `round` was already added.
+    pub fed: bool,
+}
+
+/// What a tree node is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum NodeKind {
+    Root,
+    /// A tenant's node under `fair` (children: sub-tenants and bands).
+    Tenant(TenantIdx),
+    /// A tenant's band leaf under `fair`.
+    Band(TenantIdx, u16),
+    /// A tenant's leaf under the flat policies.
+    Flat(TenantIdx),
+    /// The only leaf of `fifo`, `strict` and `sjf`.
+    Single,
+}
+
+/// The key under which a child sits in its parent's index: smaller is served first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct NodeKey {
+    pub tier: u8,
+    pub primary: u128,
+    pub secondary: u64,
+    pub node: NodeIdx,
+}
+
+/// A leaf's queue.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct LeafQueue {
+    pub subqueues: BTreeMap<ShapeId, SubQueue>,
+    /// The shape of its head, per placement group.
+    pub heads: Vec<(GroupId, ShapeId)>,
+}
+
+/// A node of the scheduling tree.
+#[derive(Clone, Debug)]
+pub(crate) struct Node {
+    pub parent: Option<NodeIdx>,
+    pub kind: NodeKind,
+    pub weight: Weight,
+    /// Virtual service (fair), item count (round-robin).
+    pub vtime: u128,
+    /// Virtual time of its children: a child that becomes active starts here.
+    pub child_v: u128,
+    pub drr: Drr,
+    /// Demand running under this node.
+    pub alloc: ResVec,
+    /// Jobs queued under this node.
+    pub queued: u64,
+    /// Leaves under this node whose head for group g has shape s.
+    pub counts: BTreeMap<(GroupId, ShapeId), u32>,
+    /// The key under which this node sits in its parent's index, per (group, shape).
+    pub keyed: BTreeMap<(GroupId, ShapeId), NodeKey>,
+    /// Children with work of shape s for group g, by key.
+    pub index: BTreeMap<(GroupId, ShapeId), BTreeSet<NodeKey>>,
+    pub leaf: Option<Box<LeafQueue>>,
+}
+
+impl Node {
+    pub fn new(parent: Option<NodeIdx>, kind: NodeKind, weight: Weight, is_leaf: bool) -> Node {
+        Node {
+            parent,
+            kind,
+            weight,
+            vtime: 0,
+            child_v: 0,
+            drr: Drr::default(),
+            alloc: ResVec::default(),
+            queued: 0,
+            counts: BTreeMap::new(),
+            keyed: BTreeMap::new(),
+            index: BTreeMap::new(),
+            leaf: is_leaf.then(Box::default),
+        }
+    }
+}
+
+/// What shape of tree a policy uses.
+pub(crate) fn tree_shape(name: PolicyName) -> TreeShape {
+    match name {
+        PolicyName::Fifo | PolicyName::Strict | PolicyName::Sjf => TreeShape::Single,
+        PolicyName::RoundRobin | PolicyName::Drr | PolicyName::Wfq | PolicyName::Drf => TreeShape::Flat,
+        PolicyName::Fair => TreeShape::Hierarchical,
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TreeShape {
+    Single,
+    Flat,
+    Hierarchical,
+}
+
+/// A record of one dispatch decision, kept in a bounded ring for explanations.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DecisionRecord {
+    /// When.
+    pub at: Time,
+    /// The policy version that decided.
+    pub policy_version: u64,
+    /// The job chosen.
+    pub job: String,
+    /// Its tenant.
+    pub tenant: String,
+    /// Its class.
+    pub class: String,
+    /// Its epoch.
+    pub epoch: u64,
+    /// Its estimate.
+    pub estimate: Dur,
+    /// Workers it was placed on.
+    pub workers: Vec<String>,
+    /// The best other candidates at the top of the tree, with their balances (bounded).
+    pub candidates: Vec<Candidate>,
+    /// Whether it started as backfill behind a reservation.
+    pub backfilled: bool,
+}
+
+/// A candidate considered in a decision.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Candidate {
+    /// The tenant (or queue) name.
+    pub queue: String,
+    /// Its balance: virtual service (fair), share (drf), count (round-robin), round (drr), tag (wfq).
+    pub balance: f64,
+    /// Whether it was within its guarantee for this shape.
+    pub within_guarantee: bool,
+}
+
+/// Counters of what the engine did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EngineStats {
+    /// Leases granted.
+    pub dispatches: u64,
+    /// Dispatches that were backfill behind a reservation.
+    pub backfills: u64,
+    /// Preemptions requested.
+    pub preemptions: u64,
+    /// Leases that expired and were reclaimed.
+    pub lease_expiries: u64,
+    /// Heartbeats or completions refused for a stale epoch.
+    pub stale_epochs: u64,
+    /// Jobs dropped at their deadline.
+    pub expired: u64,
+    /// Attempts that failed.
+    pub failures: u64,
+    /// Retries scheduled.
+    pub retries: u64,
+    /// Scheduling passes run.
+    pub passes: u64,
+    /// Candidates examined by passes.
+    pub candidates_examined: u64,
+}
+
+/// A job that reached a terminal state, remembered for idempotent resubmission and status.
+#[derive(Clone, Debug)]
+pub(crate) struct Finished {
+    pub tenant: TenantIdx,
+    pub class: u16,
+    pub state: JobState,
+    pub attempts: u32,
+    pub epoch: u64,
+    pub arrival: Time,
+    pub estimate: Dur,
+    pub reason: Option<String>,
+    /// The spec's digest, to tell a resubmission from a reused id.
+    pub digest: u64,
+}
+
+/// GPS virtual time for WFQ.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Gps {
+    pub v: u128,
+    pub at: Time,
+    /// Backlogged flows in the fluid system: (last finish tag, flow).
+    pub backlog: BTreeSet<(u128, TenantIdx)>,
+    pub last_finish: BTreeMap<TenantIdx, u128>,
+    /// Sum of backlogged weights (millionths).
+    pub weight_sum: u128,
+}

@@ -1,0 +1,381 @@
+//! Admission: accept, defer, or reject with a reason, before work becomes useless.
+
+use super::Engine;
+use super::apply::{refill, spec_digest};
+use crate::config::{OverloadPolicy, PolicyName};
+use crate::event::Event;
+use crate::ids::TenantIdx;
+use crate::job::{Admission, JobSpec, JobState, MAX_GANG, MAX_JOB_ID_LEN, MAX_REQUIREMENTS, RejectReason};
+use crate::policy::{COST_PER_WORKER_SECOND, check_name, check_tenant_name};
+use crate::resources::SHARE_SCALE;
+use crate::time::{Dur, Time};
+
+/// The shortest and longest retry hints admission gives.
+const RETRY_AFTER_MIN: Dur = Dur::from_millis(100);
+const RETRY_AFTER_MAX: Dur = Dur::from_secs(3600);
+
+fn retry_after(d: Dur) -> Dur {
+    d.max(RETRY_AFTER_MIN).min(RETRY_AFTER_MAX)
+}
+
+fn final_(reason: RejectReason) -> Admission {
+    Admission::RejectedFinal { reason }
+}
+
+fn retryable(reason: RejectReason, after: Dur) -> Admission {
+    Admission::RejectedRetryable { reason, retry_after: retry_after(after) }
+}
+
+/// What admission predicts for a job.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Prediction {
+    /// Predicted wait before it starts.
+    pub wait: Dur,
+    /// Drain rate used, in worker-seconds per second (millionths).
+    pub drain_micro: u64,
+}
+
+impl Engine {
+    /// Decides whether to accept job `spec` at `now`. An accepted or deferred job is durable in
+    /// the events this call emits; a rejected one leaves no trace. Submitting an id again returns
+    /// the first outcome and creates nothing.
+    pub fn submit(&mut self, now: Time, spec: JobSpec) -> Admission {
+        let now = self.observe(now);
+        let outcome = self.admit(now, spec);
+        outcome
+    }
+
+    fn admit(&mut self, now: Time, spec: JobSpec) -> Admission {
+        if let Some(previous) = self.previous_answer(&spec) {
+            return previous;
+        }
+        if let Err(why) = validate(&spec) {
+            return final_(RejectReason::Invalid(why));
+        }
+        let Some(class) = self.class_index(spec.class.as_deref()) else {
+            return final_(RejectReason::UnknownClass(spec.class.clone().unwrap_or_default()));
+        };
+        if !self.class_permitted(&spec.tenant, class) {
+            return final_(RejectReason::ClassNotPermitted(self.class_name(class).to_string()));
+        }
+        let key = match self.shape_key(&spec, class) {
+            Ok(k) => k,
+            Err(why) => return final_(RejectReason::Invalid(why)),
+        };
+        if self.live_jobs >= self.config.max_jobs {
+            return retryable(RejectReason::EngineFull, Dur::from_secs(1));
+        }
+        if !self.shapes.has_room_for(&key) {
+            return retryable(RejectReason::TooManyShapes, Dur::from_secs(1));
+        }
+        let class_policy = self.classes[class as usize].policy.clone();
+        if let Some(declared) = spec.estimate
+            && declared > class_policy.max_estimate
+        {
+            return final_(RejectReason::EstimateTooLarge);
+        }
+        let tenant = self.tenant_by_name.get(&spec.tenant).copied();
+        let estimate = self.effective_estimate(tenant, class, spec.estimate);
+        let start = spec.not_before.unwrap_or(now).max(now);
+        if let Some(deadline) = spec.deadline
+            && start.plus(estimate) > deadline
+        {
+            return final_(RejectReason::ImpossibleDeadline);
+        }
+        // Cost of the job: its estimate times its dominant share of one worker, per member.
+        let member_share = self.member_share_ppb(&key);
+        let worker_share = member_share as u128 * key.gang as u128;
+        let cost = worker_share * estimate.0 as u128;
+        if let Some(rejection) = self.check_quotas(tenant, &spec.tenant, cost, now) {
+            return rejection;
+        }
+        // Predicted start from the work queued ahead of it in its class and shape.
+        let mut deferred_until = spec.not_before.filter(|nb| *nb > now);
+        if class_policy.max_age.is_some() || spec.deadline.is_some() {
+            let shape_id = self.shapes_lookup(&key);
+            let queued = shape_id
+                .and_then(|s| self.backlog.get(&(class, s)))
+                .map(|b| b.queued_cost)
+                .unwrap_or(0);
+            let wait = self.predict_wait(&key, class, shape_id, queued, cost, start);
+            if let Some(deadline) = spec.deadline
+                && start.plus(wait).plus(estimate) > deadline
+            {
+                let excess = start.plus(wait).plus(estimate).since(deadline);
+                return retryable(RejectReason::PredictedLate, excess);
+            }
+            if let Some(max_age) = class_policy.max_age
+                && wait > max_age
+            {
+                let excess = wait.minus(max_age);
+                match class_policy.overload {
+                    OverloadPolicy::Reject => return retryable(RejectReason::PredictedTooOld, excess),
+                    OverloadPolicy::Defer => {
+                        if excess > RETRY_AFTER_MAX {
+                            return retryable(RejectReason::PredictedTooOld, excess);
+                        }
+                        deferred_until = Some(start.plus(excess));
+                    }
+                }
+            }
+        }
+        let wfq_tag = if self.policy.name == PolicyName::Wfq { self.wfq_tag(&spec.tenant, cost, now) } else { 0 };
+        self.seq += 1;
+        let id = spec.id.clone();
+        self.emit(Event::JobAccepted { at: now, seq: self.seq, spec, estimate, deferred_until, wfq_tag, cost });
+        match deferred_until {
+            Some(until) => Admission::Deferred { job: id, until, duplicate: false },
+            None => Admission::Accepted { job: id, duplicate: false },
+        }
+    }
+
+    /// The first answer to a job id submitted before, if any.
+    fn previous_answer(&self, spec: &JobSpec) -> Option<Admission> {
+        let digest = spec_digest(spec);
+        if let Some(&j) = self.job_by_id.get(spec.id.as_str()) {
+            let job = self.job(j);
+            if job.digest != digest {
+                return Some(final_(RejectReason::IdReused));
+            }
+            return Some(if job.state == JobState::Deferred && job.attempts == 0 {
+                Admission::Deferred { job: spec.id.clone(), until: job.not_before, duplicate: true }
+            } else {
+                Admission::Accepted { job: spec.id.clone(), duplicate: true }
+            });
+        }
+        let f = self.finished.get(spec.id.as_str())?;
+        if f.digest != digest {
+            return Some(final_(RejectReason::IdReused));
+        }
+        Some(Admission::Accepted { job: spec.id.clone(), duplicate: true })
+    }
+
+    /// Whether tenant `name` may submit to `class`: its own declaration, or the nearest
+    /// declared ancestor's, decides.
+    fn class_permitted(&self, name: &str, class: u16) -> bool {
+        let class_name = self.class_name(class);
+        let mut cur = Some(name);
+        while let Some(n) = cur {
+            if let Some(t) = self.policy.tenant(n)
+                && let Some(classes) = &t.classes
+            {
+                return classes.contains(class_name) || (class_name == crate::policy::DEFAULT_CLASS && classes.is_empty());
+            }
+            cur = n.rfind('/').map(|i| &n[..i]);
+        }
+        true
+    }
+
+    /// The estimate admission settles on: declared (raised to the class minimum and by the
+    /// tenant's record of underestimation), or learned, or the class's or policy's default.
+    pub(crate) fn effective_estimate(&self, tenant: Option<TenantIdx>, class: u16, declared: Option<Dur>) -> Dur {
+        let cp = &self.classes[class as usize].policy;
+        let learned = tenant.and_then(|t| self.tenants[t.ix()].estimators.get(&class).copied());
+        let estimate = match declared {
+            Some(d) => {
+                let mut e = d;
+                if let Some(l) = learned
+                    && l.samples >= 3
+                    && l.ratio_ppm > 1_100_000
+                {
+                    // A tenant that runs longer than it declares is believed less.
+                    e = Dur((e.0 as u128 * l.ratio_ppm as u128 / 1_000_000).min(u64::MAX as u128) as u64);
+                }
+                e
+            }
+            None => match learned {
+                Some(l) if l.samples > 0 => Dur(l.mean_ns),
+                _ => cp.default_estimate.unwrap_or(self.policy.default_estimate),
+            },
+        };
+        estimate.max(cp.min_estimate).min(cp.max_estimate)
+    }
+
+    /// A member's dominant share of one worker of the first live group that can run it; a
+    /// whole worker when none can yet (conservative).
+    fn member_share_ppb(&mut self, key: &crate::shape::ShapeKey) -> u64 {
+        for g in self.groups.live().collect::<Vec<_>>() {
+            let group = self.groups.get(g);
+            if key.demand.fits_in(&group.capacity) && key.requires.iter().all(|(k, v)| group.labels.get(k) == Some(v)) {
+                return key.demand.dominant_share_ppb(&group.capacity).min(SHARE_SCALE);
+            }
+        }
+        SHARE_SCALE
+    }
+
+    fn shapes_lookup(&self, key: &crate::shape::ShapeKey) -> Option<crate::ids::ShapeId> {
+        self.shapes.lookup(key)
+    }
+
+    /// Quotas: the outstanding-work envelope and the burst quota.
+    fn check_quotas(&self, tenant: Option<TenantIdx>, name: &str, cost: u128, now: Time) -> Option<Admission> {
+        let declared = self.policy.tenant(name);
+        let (max_outstanding, burst, rate) = declared.map(|d| (d.max_outstanding, d.burst, d.rate)).unwrap_or_default();
+        let (outstanding, tokens, tokens_at) = match tenant {
+            Some(t) => {
+                let t = &self.tenants[t.ix()];
+                (t.outstanding, t.tokens, t.tokens_at)
+            }
+            None => (0, burst.unwrap_or(0), now),
+        };
+        if let Some(max) = max_outstanding {
+            if cost > max {
+                return Some(final_(RejectReason::QuotaExceeded));
+            }
+            if outstanding + cost > max {
+                // Roughly how long the excess takes to drain on one worker.
+                let excess = outstanding + cost - max;
+                let secs = (excess / COST_PER_WORKER_SECOND) as u64;
+                return Some(retryable(RejectReason::OutstandingFull, Dur::from_secs(secs.max(1))));
+            }
+        }
+        if let Some(burst) = burst {
+            if cost > burst {
+                return Some(final_(RejectReason::QuotaExceeded));
+            }
+            let available = (tokens + refill(rate, tokens_at, now)).min(burst);
+            if cost > available {
+                let missing = cost - available;
+                let wait = match rate {
+                    Some(r) if r > 0 => Dur((missing * 1_000_000_000 / r).min(u64::MAX as u128) as u64),
+                    _ => RETRY_AFTER_MAX,
+                };
+                return Some(retryable(RejectReason::BurstExhausted, wait));
+            }
+        }
+        None
+    }
+
+    /// Predicted wait of a job of shape `key` entering behind `queued` cost units of its class
+    /// and shape: queued work over the drain rate, measured when there is history, otherwise
+    /// from the capacity that can run the shape.
+    fn predict_wait(
+        &mut self,
+        key: &crate::shape::ShapeKey,
+        class: u16,
+        shape: Option<crate::ids::ShapeId>,
+        queued: u128,
+        _cost: u128,
+        _start: Time,
+    ) -> Dur {
+        if queued == 0 {
+            return Dur::ZERO;
+        }
+        let measured = shape.and_then(|s| self.drain.get(&(class, s))).filter(|d| d.windows > 0).map(|d| d.rate);
+        let capacity_rate = self.capacity_drain(key);
+        let rate = measured.filter(|r| *r > 0).unwrap_or(capacity_rate);
+        if rate == 0 {
+            return Dur::MAX;
+        }
+        Dur((queued * 1_000_000_000 / rate).min(u64::MAX as u128) as u64)
+    }
+
+    /// How fast the live workers could drain work of shape `key` if it had them all, in cost
+    /// units per second.
+    pub(crate) fn capacity_drain(&mut self, key: &crate::shape::ShapeKey) -> u128 {
+        let mut rate = 0u128;
+        for g in self.groups.live().collect::<Vec<_>>() {
+            let group = self.groups.get(g);
+            if !(key.demand.fits_in(&group.capacity) && key.requires.iter().all(|(k, v)| group.labels.get(k) == Some(v))) {
+                continue;
+            }
+            let copies = group.capacity.copies_of(&key.demand) as u128;
+            let share = key.demand.dominant_share_ppb(&group.capacity).min(SHARE_SCALE) as u128;
+            rate += group.workers.len() as u128 * copies * share * 1_000_000_000;
+        }
+        rate
+    }
+
+    /// WFQ: the virtual finish tag of a job of `tenant` costing `cost`, on GPS virtual time.
+    fn wfq_tag(&mut self, tenant: &str, cost: u128, now: Time) -> u128 {
+        self.gps_advance(now);
+        let t = self.tenant_by_name.get(tenant).copied();
+        let weight = t.map(|t| self.tenants[t.ix()].weight).or_else(|| self.policy.tenant(tenant).map(|d| d.weight));
+        let weight = weight.unwrap_or_default();
+        let last = t.and_then(|t| self.gps.last_finish.get(&t).copied()).unwrap_or(0);
+        last.max(self.gps.v) + weight.divide(cost)
+    }
+
+    /// Advances GPS virtual time to `now`: it grows at the service rate divided by the total
+    /// weight of flows backlogged in the fluid system, which leave as V passes their last tag.
+    fn gps_advance(&mut self, now: Time) {
+        let workers: u128 = self.groups.live().map(|g| self.groups.get(g).workers.len() as u128).sum();
+        let rate = workers.max(1) * COST_PER_WORKER_SECOND;
+        let gps = &mut self.gps;
+        while gps.at < now {
+            let Some(&(finish, flow)) = gps.backlog.first() else {
+                gps.at = now;
+                break;
+            };
+            let ws = gps.weight_sum.max(1);
+            // Nanoseconds until V reaches `finish`.
+            let needed = finish.saturating_sub(gps.v) * ws * 1_000_000_000 / (rate * 1_000_000);
+            let elapsed = now.0 - gps.at.0;
+            if needed <= elapsed as u128 {
+                gps.v = finish;
+                gps.at = Time(gps.at.0 + needed as u64);
+                gps.backlog.remove(&(finish, flow));
+                gps.weight_sum -= self.tenants[flow.ix()].weight.micros() as u128;
+            } else {
+                gps.v += rate * elapsed as u128 * 1_000_000 / (ws * 1_000_000_000);
+                gps.at = now;
+            }
+        }
+    }
+
+    /// What admission would predict now for a job of `spec` (for explanations and tests).
+    pub fn predict(&mut self, spec: &JobSpec) -> Option<Prediction> {
+        let class = self.class_index(spec.class.as_deref())?;
+        let key = self.shape_key(spec, class).ok()?;
+        let shape = self.shapes_lookup(&key);
+        let queued = shape.and_then(|s| self.backlog.get(&(class, s))).map(|b| b.queued_cost).unwrap_or(0);
+        let now = self.now;
+        let wait = self.predict_wait(&key, class, shape, queued, 0, now);
+        let drain = self.capacity_drain(&key);
+        Some(Prediction { wait, drain_micro: (drain / (COST_PER_WORKER_SECOND / 1_000_000)) as u64 })
+    }
+}
+
+/// Checks a job spec for malformed fields.
+pub(crate) fn validate(spec: &JobSpec) -> Result<(), String> {
+    if spec.id.is_empty() || spec.id.len() > MAX_JOB_ID_LEN {
+        return Err(format!("job id must be 1 to {MAX_JOB_ID_LEN} bytes"));
+    }
+    if spec.id.chars().any(|c| c.is_control()) {
+        return Err("job id contains control characters".to_string());
+    }
+    check_tenant_name(&spec.tenant)?;
+    if let Some(c) = &spec.class {
+        check_name("class", c)?;
+    }
+    if !(-1_000_000..=1_000_000).contains(&spec.priority) {
+        return Err("priority must be between -1000000 and 1000000".to_string());
+    }
+    for (r, a) in &spec.demand {
+        check_name("resource", r)?;
+        if !a.is_finite() || *a < 0.0 || *a > 1e12 {
+            return Err(format!("demand of {r} must be a number between 0 and 1e12"));
+        }
+    }
+    if spec.requires.len() > MAX_REQUIREMENTS {
+        return Err(format!("at most {MAX_REQUIREMENTS} requirements"));
+    }
+    for (k, v) in &spec.requires {
+        check_name("label", k)?;
+        check_name("label value", v)?;
+    }
+    if spec.gang == 0 || spec.gang > MAX_GANG {
+        return Err(format!("gang must be between 1 and {MAX_GANG}"));
+    }
+    if let Some(m) = spec.gang_min
+        && (m == 0 || m > spec.gang)
+    {
+        return Err("gang_min must be between 1 and gang".to_string());
+    }
+    if let Some(m) = spec.max_attempts
+        && m == 0
+    {
+        return Err("max_attempts must be at least 1".to_string());
+    }
+    Ok(())
+}

@@ -1,0 +1,408 @@
+//! The scheduling tree and its index: which queue is served next, in O(depth · shapes · log n).
+//!
+//! Every leaf queue knows, for each placement group, the shape of its head job. Every node keeps,
+//! per (group, shape), the number of leaves below it whose head has that shape, and sits in its
+//! parent's index under `(group, shape)` with its policy key while that number is positive and
+//! the node is within its limits. Choosing the next job for a group is then a walk from the root:
+//! at each node take the child with the smallest key among the shapes that fit, until a leaf.
+//! Idle tenants and empty queues are in no index, so they cost nothing.
+
+use super::Engine;
+use super::state::{Drr, NodeKey, NodeKind, TreeShape};
+use crate::config::PolicyName;
+use crate::ids::{GroupId, JobIdx, NodeIdx, ShapeId};
+use crate::job::JobState;
+use crate::queue::{HeadKey, OrderKey};
+use crate::resources::SHARE_SCALE;
+use crate::time::Time;
+
+impl Engine {
+    /// How job `j` is ordered inside its leaf queue, entering it now.
+    fn order_key(&mut self, j: JobIdx) -> OrderKey {
+        let now = self.now;
+        let job = self.job(j);
+        let class = &self.classes[job.class as usize].policy;
+        match self.policy.name {
+            PolicyName::Strict => {
+                OrderKey::Fixed(1, -((class.priority as i128) << 32) - job.priority as i128)
+            }
+            PolicyName::Sjf => OrderKey::Fixed(1, job.estimate.0 as i128),
+            PolicyName::Fair => {
+                if job.deadline != Time::MAX && !job.downgraded {
+                    // Least slack first: deadline - estimated remaining work; `now` is common to all.
+                    let remaining = job.estimate.minus(job.progress);
+                    return OrderKey::Fixed(0, job.deadline.0 as i128 - remaining.0 as i128);
+                }
+                match class.aging_step {
+                    None => OrderKey::Fixed(1, -(job.priority as i128)),
+                    Some(step) => {
+                        let step = step.0 as i128;
+                        let base = job.priority as i128 * step;
+                        let entered = job.enqueued.0 as i128;
+                        match class.aging_cap {
+                            Some(cap) => {
+                                let cap_at = job.enqueued.0.saturating_add((cap as u64).saturating_mul(step as u64));
+                                if now.0 >= cap_at {
+                                    OrderKey::Flat(base + cap as i128 * step)
+                                } else {
+                                    self.caps.insert((Time(cap_at), j));
+                                    OrderKey::Ramp(entered - base)
+                                }
+                            }
+                            None => OrderKey::Ramp(entered - base),
+                        }
+                    }
+                }
+            }
+            _ => OrderKey::Fixed(1, 0),
+        }
+    }
+
+    /// Puts job `j` into its leaf queue.
+    pub(crate) fn enqueue(&mut self, j: JobIdx) {
+        self.enqueue_inner(j, false);
+    }
+
+    /// Takes queued job `j` out of its leaf queue.
+    pub(crate) fn dequeue(&mut self, j: JobIdx) {
+        self.dequeue_inner(j, false);
+    }
+
+    /// Puts job `j` into its leaf queue. A `trial` re-entry (after being set aside during a
+    /// pass) leaves admission's books and the queue's activity untouched.
+    pub(crate) fn enqueue_inner(&mut self, j: JobIdx, trial: bool) {
+        let (tenant, class, shape, seq) = {
+            let job = self.job(j);
+            (job.tenant, job.class, job.shape, job.seq)
+        };
+        let leaf = self.leaf_for(tenant, class);
+        let key = self.order_key(j);
+        {
+            let job = self.job_mut(j);
+            job.leaf = leaf;
+            job.order = key;
+            job.state = JobState::Queued;
+        }
+        self.nodes[leaf.ix()]
+            .leaf
+            .as_mut()
+            .expect("leaf")
+            .subqueues
+            .entry(shape)
+            .or_default()
+            .insert(key, seq, j);
+        for n in self.ancestors(leaf) {
+            self.nodes[n.ix()].queued += 1;
+            if self.nodes[n.ix()].queued == 1 && !trial {
+                self.activate(n);
+            }
+        }
+        self.nodes[0].queued += 1;
+        self.reindex_leaf(leaf);
+        if trial {
+            return;
+        }
+        self.queued_jobs += 1;
+        let cost = self.job(j).cost;
+        let b = self.backlog.entry((class, shape)).or_default();
+        b.queued_cost += cost;
+        b.queued_jobs += 1;
+        let deadline = self.job(j).deadline;
+        if deadline != Time::MAX
+            && self.classes[class as usize].policy.on_deadline != crate::config::DeadlinePolicy::RunLate
+            && !self.job(j).downgraded
+        {
+            let latest_start = deadline.minus(self.job(j).estimate.minus(self.job(j).progress));
+            self.deadlines.insert((latest_start, j));
+        }
+    }
+
+    /// Takes job `j` out of its leaf queue (a `trial` removal only for the rest of a pass).
+    pub(crate) fn dequeue_inner(&mut self, j: JobIdx, trial: bool) {
+        let (leaf, shape, key, seq, class, cost, deadline, estimate, progress) = {
+            let job = self.job(j);
+            assert_eq!(job.state, JobState::Queued, "dequeue of a job that is not queued");
+            (job.leaf, job.shape, job.order, job.seq, job.class, job.cost, job.deadline, job.estimate, job.progress)
+        };
+        let queue = self.nodes[leaf.ix()].leaf.as_mut().expect("leaf");
+        let sub = queue.subqueues.get_mut(&shape).expect("sub-queue of a queued job");
+        sub.remove(key, seq, j);
+        if sub.is_empty() {
+            queue.subqueues.remove(&shape);
+        }
+        for n in self.ancestors(leaf) {
+            self.nodes[n.ix()].queued -= 1;
+            if self.nodes[n.ix()].queued == 0 && !trial {
+                self.deactivate(n);
+            }
+        }
+        self.nodes[0].queued -= 1;
+        self.reindex_leaf(leaf);
+        if let OrderKey::Ramp(_) = key {
+            let class = &self.classes[class as usize].policy;
+            if let (Some(step), Some(cap)) = (class.aging_step, class.aging_cap) {
+                let entered = self.job(j).enqueued.0;
+                let cap_at = entered.saturating_add((cap as u64).saturating_mul(step.0));
+                self.caps.remove(&(Time(cap_at), j));
+            }
+        }
+        if trial {
+            return;
+        }
+        if deadline != Time::MAX {
+            self.deadlines.remove(&(deadline.minus(estimate.minus(progress)), j));
+        }
+        self.queued_jobs -= 1;
+        let b = self.backlog.get_mut(&(class, shape)).expect("backlog of a queued job");
+        b.queued_cost -= cost;
+        b.queued_jobs -= 1;
+        if b.queued_jobs == 0 {
+            self.backlog.remove(&(class, shape));
+        }
+    }
+
+    /// A node got its first queued job: it starts at its parent's virtual time, so past
+    /// idleness earns no credit.
+    fn activate(&mut self, n: NodeIdx) {
+        let parent = self.nodes[n.ix()].parent.expect("non-root");
+        match self.policy.name {
+            PolicyName::Fair | PolicyName::RoundRobin => {
+                let v = self.nodes[parent.ix()].child_v;
+                let node = &mut self.nodes[n.ix()];
+                node.vtime = node.vtime.max(v);
+            }
+            PolicyName::Drr => {
+                // A new flow joins the tail of the active list in the current round.
+                self.drr_position += 1;
+                self.nodes[n.ix()].drr = Drr { round: self.drr_round, deficit: 0, position: self.drr_position, fed: false };
+            }
+            _ => {}
+        }
+    }
+
+    /// A node's last queued job left.
+    fn deactivate(&mut self, n: NodeIdx) {
+        if self.policy.name == PolicyName::Drr {
+            // Classic DRR: an emptied flow forfeits its deficit.
+            self.nodes[n.ix()].drr.deficit = 0;
+        }
+    }
+
+    /// The head of `leaf` for group `g`, if it has a job that group can run.
+    pub(crate) fn leaf_head(&mut self, leaf: NodeIdx, g: GroupId) -> Option<(HeadKey, ShapeId, JobIdx)> {
+        let now = self.now.0;
+        let mut best: Option<(HeadKey, ShapeId, JobIdx)> = None;
+        let queue = self.nodes[leaf.ix()].leaf.as_ref().expect("leaf");
+        for (&s, sub) in &queue.subqueues {
+            let key = self.shapes.get(s);
+            if !self.groups.get_mut(g).compatible(s, key) || !self.gang_fits_group(g, s) {
+                continue;
+            }
+            if let Some((hk, j)) = sub.head(now)
+                && best.is_none_or(|b| hk < b.0)
+            {
+                best = Some((hk, s, j));
+            }
+        }
+        best
+    }
+
+    /// Recomputes the head shape of `leaf` for every live group and updates the index.
+    pub(crate) fn reindex_leaf(&mut self, leaf: NodeIdx) {
+        let groups: Vec<GroupId> = self.polling_groups();
+        let old: Vec<(GroupId, ShapeId)> = self.nodes[leaf.ix()].leaf.as_ref().expect("leaf").heads.clone();
+        let mut new = Vec::with_capacity(groups.len());
+        for &g in &groups {
+            if let Some((_, s, _)) = self.leaf_head(leaf, g) {
+                new.push((g, s));
+            }
+        }
+        if old == new && self.policy.name != PolicyName::Wfq {
+            return;
+        }
+        for &(g, s) in &old {
+            if !new.contains(&(g, s)) {
+                let replacement = new.iter().find(|(ng, _)| *ng == g).map(|(_, ns)| *ns);
+                self.move_count(leaf, g, Some(s), replacement);
+            }
+        }
+        for &(g, s) in &new {
+            if !old.iter().any(|(og, _)| *og == g) {
+                self.move_count(leaf, g, None, Some(s));
+            } else if old.contains(&(g, s)) && self.policy.name == PolicyName::Wfq {
+                self.refresh_presence(leaf, g, s);
+            }
+        }
+        self.nodes[leaf.ix()].leaf.as_mut().expect("leaf").heads = new;
+    }
+
+    /// Moves one leaf's head for group `g` from shape `old` to shape `new`, from `leaf` up.
+    fn move_count(&mut self, leaf: NodeIdx, g: GroupId, old: Option<ShapeId>, new: Option<ShapeId>) {
+        let mut cur = leaf;
+        loop {
+            if let Some(o) = old {
+                let c = self.nodes[cur.ix()].counts.get_mut(&(g, o)).expect("count of a head shape");
+                *c -= 1;
+                if *c == 0 {
+                    self.nodes[cur.ix()].counts.remove(&(g, o));
+                }
+            }
+            if let Some(n) = new {
+                *self.nodes[cur.ix()].counts.entry((g, n)).or_insert(0) += 1;
+            }
+            let Some(parent) = self.nodes[cur.ix()].parent else { break };
+            if let Some(o) = old {
+                self.refresh_presence(cur, g, o);
+            }
+            if let Some(n) = new {
+                self.refresh_presence(cur, g, n);
+            }
+            cur = parent;
+        }
+    }
+
+    /// Puts node `n` in (or takes it out of) its parent's index for `(g, s)`, with its current key.
+    pub(crate) fn refresh_presence(&mut self, n: NodeIdx, g: GroupId, s: ShapeId) {
+        let Some(parent) = self.nodes[n.ix()].parent else { return };
+        let want = self.nodes[n.ix()].counts.get(&(g, s)).copied().unwrap_or(0) > 0 && self.eligible(n, s);
+        let new_key = if want { Some(self.node_key(n, g, s)) } else { None };
+        let old_key = self.nodes[n.ix()].keyed.get(&(g, s)).copied();
+        if old_key == new_key {
+            return;
+        }
+        if let Some(k) = old_key {
+            let set = self.nodes[parent.ix()].index.get_mut(&(g, s)).expect("index set of a keyed node");
+            let removed = set.remove(&k);
+            assert!(removed, "node {n:?} was not under its key in its parent's index");
+            if set.is_empty() {
+                self.nodes[parent.ix()].index.remove(&(g, s));
+            }
+            self.nodes[n.ix()].keyed.remove(&(g, s));
+        }
+        if let Some(k) = new_key {
+            self.nodes[parent.ix()].index.entry((g, s)).or_default().insert(k);
+            self.nodes[n.ix()].keyed.insert((g, s), k);
+        }
+    }
+
+    /// Re-keys node `n` everywhere it is indexed (after its balance or allocation changed).
+    pub(crate) fn rekey_node(&mut self, n: NodeIdx) {
+        let entries: Vec<(GroupId, ShapeId)> = self.nodes[n.ix()].counts.keys().copied().collect();
+        for (g, s) in entries {
+            self.refresh_presence(n, g, s);
+        }
+    }
+
+    /// Re-keys every node (after a change of capacity or policy).
+    pub(crate) fn rekey_all(&mut self) {
+        for n in 1..self.nodes.len() {
+            if self.nodes[n].leaf.is_some() {
+                self.reindex_leaf(NodeIdx(n as u32));
+            }
+        }
+        for n in 1..self.nodes.len() {
+            self.rekey_node(NodeIdx(n as u32));
+        }
+    }
+
+    /// Whether node `n` may take a job of shape `s` now (its tenant's limits).
+    pub(crate) fn eligible(&self, n: NodeIdx, s: ShapeId) -> bool {
+        let tenant = match self.nodes[n.ix()].kind {
+            NodeKind::Tenant(t) => t,
+            NodeKind::Flat(t) => t,
+            _ => return true,
+        };
+        let shape = self.shapes.get(s);
+        let need = shape.demand.times(shape.gang_min as u64);
+        let chain = if self.shape_kind == TreeShape::Flat { self.tenant_chain(tenant) } else { vec![tenant] };
+        chain.into_iter().all(|t| {
+            let tenant = &self.tenants[t.ix()];
+            tenant.limit.as_ref().is_none_or(|limit| {
+                let mut after = tenant.alloc.clone();
+                after.add(&need);
+                after.fits_in(limit)
+            })
+        })
+    }
+
+    /// Whether a tenant's guarantee still covers a job of shape `s` (tier 0 under `fair`).
+    pub(crate) fn within_guarantee(&self, t: crate::ids::TenantIdx, s: ShapeId) -> bool {
+        let tenant = &self.tenants[t.ix()];
+        if tenant.guarantee.is_zero() {
+            return false;
+        }
+        let shape = self.shapes.get(s);
+        let mut after = tenant.alloc.clone();
+        after.add_times(&shape.demand, shape.gang_min as u64);
+        after.saturating_minus(&tenant.guarantee).is_zero()
+    }
+
+    /// The key of node `n` in its parent's index for `(g, s)`.
+    fn node_key(&self, n: NodeIdx, g: GroupId, s: ShapeId) -> NodeKey {
+        let node = &self.nodes[n.ix()];
+        let (tier, primary, secondary) = match self.policy.name {
+            PolicyName::Fifo | PolicyName::Strict | PolicyName::Sjf => (0, 0, 0),
+            PolicyName::RoundRobin => (0, node.vtime, 0),
+            PolicyName::Drr => (0, node.drr.round, node.drr.position),
+            PolicyName::Wfq => {
+                let tag = node
+                    .leaf
+                    .as_ref()
+                    .and_then(|q| q.subqueues.get(&s))
+                    .and_then(|sub| sub.head(self.now.0))
+                    .map(|(_, j)| self.job(j).wfq_tag)
+                    .unwrap_or(u128::MAX);
+                let _ = g;
+                (0, tag, 0)
+            }
+            PolicyName::Drf => {
+                let share = node.alloc.dominant_share_ppb(&self.total_capacity) as u128;
+                (0, node.weight.divide(share * SHARE_SCALE as u128), 0)
+            }
+            PolicyName::Fair => {
+                let tier = match node.kind {
+                    NodeKind::Tenant(t) if self.within_guarantee(t, s) => 0,
+                    _ => 1,
+                };
+                (tier, node.vtime, 0)
+            }
+        };
+        NodeKey { tier, primary, secondary, node: n }
+    }
+
+    /// The next leaf and head shape for group `g`, in policy order, among shapes for which
+    /// `fit` holds. Leaves under a tenant whose ancestors are at their limit are skipped.
+    pub(crate) fn select(&self, g: GroupId, fit: &mut dyn FnMut(ShapeId) -> bool) -> Option<(NodeIdx, ShapeId)> {
+        let lazy_limits = self.shape_kind == TreeShape::Flat;
+        let mut node = NodeIdx(0);
+        loop {
+            let current = &self.nodes[node.ix()];
+            if let Some(queue) = &current.leaf {
+                let s = queue.heads.iter().find(|(hg, _)| *hg == g).map(|(_, s)| *s)?;
+                return Some((node, s));
+            }
+            let mut best: Option<NodeKey> = None;
+            for (&(_, s), set) in current.index.range((g, ShapeId(0))..=(g, ShapeId(u32::MAX))) {
+                if !fit(s) {
+                    continue;
+                }
+                let first = if lazy_limits {
+                    set.iter().find(|k| self.eligible(k.node, s)).copied()
+                } else {
+                    set.first().copied()
+                };
+                if let Some(k) = first
+                    && best.is_none_or(|b| k < b)
+                {
+                    best = Some(k);
+                }
+            }
+            node = best?.node;
+        }
+    }
+
+    /// Groups that have live workers, in id order (the groups the index covers).
+    pub(crate) fn polling_groups(&self) -> Vec<GroupId> {
+        self.groups.live().collect()
+    }
+}

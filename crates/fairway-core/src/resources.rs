@@ -1,0 +1,292 @@
+//! Named resources and resource vectors.
+//!
+//! A job's demand, a worker's capacity, a tenant's guarantee and limit are all vectors over named
+//! resources (`cpu`, `mem`, `gpu`, or any downstream slot such as `db_conn`). Names are interned
+//! into small ids in the order they are first seen, and amounts are fixed-point millionths, so
+//! that adding and removing allocations never drifts and capacity is never over-allocated by a
+//! rounding error.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Millionths of a resource unit per unit.
+pub const AMOUNT_SCALE: u64 = 1_000_000;
+/// Parts per billion: the fixed-point scale of shares (fractions of a capacity).
+pub const SHARE_SCALE: u64 = 1_000_000_000;
+
+/// The interned id of a resource name.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
+pub struct ResourceId(pub u16);
+
+/// The names of all resources seen so far, in order of first appearance.
+#[derive(Clone, Debug, Default)]
+pub struct ResourceTable {
+    names: Vec<String>,
+    ids: BTreeMap<String, ResourceId>,
+}
+
+/// The most resource names one engine accepts.
+pub const MAX_RESOURCES: usize = 64;
+
+impl ResourceTable {
+    /// The id of `name`, registering it if new; `None` when the table is full.
+    pub fn intern(&mut self, name: &str) -> Option<ResourceId> {
+        if let Some(id) = self.ids.get(name) {
+            return Some(*id);
+        }
+        if self.names.len() >= MAX_RESOURCES {
+            return None;
+        }
+        let id = ResourceId(self.names.len() as u16);
+        self.names.push(name.to_string());
+        self.ids.insert(name.to_string(), id);
+        Some(id)
+    }
+
+    /// The id of `name`, if it was registered.
+    pub fn get(&self, name: &str) -> Option<ResourceId> {
+        self.ids.get(name).copied()
+    }
+
+    /// The name of `id`.
+    pub fn name(&self, id: ResourceId) -> &str {
+        &self.names[id.0 as usize]
+    }
+
+    /// How many resources are registered.
+    pub fn len(&self) -> usize {
+        self.names.len()
+    }
+
+    /// Whether no resource is registered.
+    pub fn is_empty(&self) -> bool {
+        self.names.is_empty()
+    }
+
+    /// Converts a named map of decimal amounts into a vector, registering new names.
+    pub fn vector(&mut self, amounts: &BTreeMap<String, f64>) -> Result<ResVec, String> {
+        let mut v = ResVec::default();
+        for (name, amount) in amounts {
+            let id = self
+                .intern(name)
+                .ok_or_else(|| format!("too many distinct resource names (at most {MAX_RESOURCES})"))?;
+            v.set(id, amount_from_f64(*amount).ok_or_else(|| format!("resource {name:?}: amount {amount} must be a finite number >= 0"))?);
+        }
+        Ok(v)
+    }
+
+    /// A named map of decimal amounts (for reports and explanations).
+    pub fn named(&self, v: &ResVec) -> BTreeMap<String, f64> {
+        v.iter()
+            .filter(|(_, a)| *a > 0)
+            .map(|(id, a)| (self.name(id).to_string(), amount_to_f64(a)))
+            .collect()
+    }
+}
+
+/// A decimal amount as fixed-point millionths; `None` if negative, NaN or absurdly large.
+pub fn amount_from_f64(value: f64) -> Option<u64> {
+    if !value.is_finite() || value < 0.0 {
+        return None;
+    }
+    let micros = (value * AMOUNT_SCALE as f64).round();
+    if micros > 1e18 {
+        return None;
+    }
+    Some(micros as u64)
+}
+
+/// Fixed-point millionths as a decimal amount.
+pub fn amount_to_f64(micros: u64) -> f64 {
+    micros as f64 / AMOUNT_SCALE as f64
+}
+
+/// A vector of amounts indexed by [`ResourceId`]; missing entries are zero. The stored form is
+/// canonical (no trailing zeros) so that equal vectors compare and hash equal.
+#[derive(Clone, Default, PartialEq, Eq, Hash, Debug, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ResVec(Vec<u64>);
+
+impl ResVec {
+    /// The amount of resource `id`.
+    #[inline]
+    pub fn get(&self, id: ResourceId) -> u64 {
+        self.0.get(id.0 as usize).copied().unwrap_or(0)
+    }
+
+    /// Sets the amount of resource `id`.
+    pub fn set(&mut self, id: ResourceId, amount: u64) {
+        let i = id.0 as usize;
+        if i >= self.0.len() {
+            if amount == 0 {
+                return;
+            }
+            self.0.resize(i + 1, 0);
+        }
+        self.0[i] = amount;
+        self.trim();
+    }
+
+    fn trim(&mut self) {
+        while self.0.last() == Some(&0) {
+            self.0.pop();
+        }
+    }
+
+    /// Whether every amount is zero.
+    pub fn is_zero(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// `(id, amount)` for every stored entry, zeros included.
+    pub fn iter(&self) -> impl Iterator<Item = (ResourceId, u64)> + '_ {
+        self.0.iter().enumerate().map(|(i, a)| (ResourceId(i as u16), *a))
+    }
+
+    /// Whether `self <= other` in every resource.
+    #[inline]
+    pub fn fits_in(&self, other: &ResVec) -> bool {
+        self.0.iter().enumerate().all(|(i, a)| *a <= other.0.get(i).copied().unwrap_or(0))
+    }
+
+    /// Adds `other`, saturating.
+    pub fn add(&mut self, other: &ResVec) {
+        if other.0.len() > self.0.len() {
+            self.0.resize(other.0.len(), 0);
+        }
+        for (i, a) in other.0.iter().enumerate() {
+            self.0[i] = self.0[i].saturating_add(*a);
+        }
+        self.trim();
+    }
+
+    /// Adds `other` times `n`, saturating.
+    pub fn add_times(&mut self, other: &ResVec, n: u64) {
+        if other.0.len() > self.0.len() {
+            self.0.resize(other.0.len(), 0);
+        }
+        for (i, a) in other.0.iter().enumerate() {
+            self.0[i] = self.0[i].saturating_add(a.saturating_mul(n));
+        }
+        self.trim();
+    }
+
+    /// Subtracts `other` times `n`. Panics if any amount would go negative: the engine never
+    /// releases more than it allocated, and a violation means its books are wrong.
+    pub fn sub_times(&mut self, other: &ResVec, n: u64) {
+        for (i, a) in other.0.iter().enumerate() {
+            let take = a.saturating_mul(n);
+            let have = self.0.get(i).copied().unwrap_or(0);
+            assert!(take <= have, "resource accounting underflow: releasing {take} of resource {i} with {have} held");
+            self.0[i] = have - take;
+        }
+        self.trim();
+    }
+
+    /// `self - other` per resource, flooring at zero.
+    pub fn saturating_minus(&self, other: &ResVec) -> ResVec {
+        let mut out = self.clone();
+        for (i, v) in out.0.iter_mut().enumerate() {
+            *v = v.saturating_sub(other.0.get(i).copied().unwrap_or(0));
+        }
+        out.trim();
+        out
+    }
+
+    /// `self` times `n`, saturating.
+    pub fn times(&self, n: u64) -> ResVec {
+        let mut out = ResVec::default();
+        out.add_times(self, n);
+        out
+    }
+
+    /// Each amount times `ppb / SHARE_SCALE`, rounded down.
+    pub fn scaled_ppb(&self, ppb: u64) -> ResVec {
+        let mut out = ResVec(
+            self.0
+                .iter()
+                .map(|a| (*a as u128 * ppb as u128 / SHARE_SCALE as u128) as u64)
+                .collect(),
+        );
+        out.trim();
+        out
+    }
+
+    /// The largest share of `capacity` this vector takes, in parts per billion: the dominant
+    /// share. A resource demanded but absent from `capacity` counts as `u64::MAX`.
+    pub fn dominant_share_ppb(&self, capacity: &ResVec) -> u64 {
+        let mut best = 0u64;
+        for (i, a) in self.0.iter().enumerate() {
+            if *a == 0 {
+                continue;
+            }
+            let cap = capacity.0.get(i).copied().unwrap_or(0);
+            let share = if cap == 0 {
+                u64::MAX
+            } else {
+                let s = *a as u128 * SHARE_SCALE as u128 / cap as u128;
+                u64::try_from(s).unwrap_or(u64::MAX)
+            };
+            best = best.max(share);
+        }
+        best
+    }
+
+    /// The dominant share of the part of this vector above `floor`, relative to `capacity`:
+    /// `max over r of max(0, self[r] - floor[r]) / capacity[r]`, in parts per billion.
+    pub fn dominant_share_above_ppb(&self, floor: &ResVec, capacity: &ResVec) -> u64 {
+        self.saturating_minus(floor).dominant_share_ppb(capacity)
+    }
+
+    /// How many copies of `unit` fit in this vector (`u64::MAX` when `unit` is zero).
+    pub fn copies_of(&self, unit: &ResVec) -> u64 {
+        let mut n = u64::MAX;
+        for (i, a) in unit.0.iter().enumerate() {
+            if *a == 0 {
+                continue;
+            }
+            n = n.min(self.0.get(i).copied().unwrap_or(0) / a);
+        }
+        n
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(pairs: &[(u16, u64)]) -> ResVec {
+        let mut out = ResVec::default();
+        for (i, a) in pairs {
+            out.set(ResourceId(*i), *a);
+        }
+        out
+    }
+
+    #[test]
+    fn vectors_are_canonical_and_exact() {
+        let mut a = v(&[(0, 5), (2, 0)]);
+        assert_eq!(a, v(&[(0, 5)]));
+        a.add(&v(&[(1, 3)]));
+        a.sub_times(&v(&[(1, 3)]), 1);
+        assert_eq!(a, v(&[(0, 5)]));
+        assert!(v(&[(0, 2)]).fits_in(&v(&[(0, 2), (1, 1)])));
+        assert!(!v(&[(1, 2)]).fits_in(&v(&[(0, 2)])));
+        assert_eq!(v(&[(0, 9), (1, 4)]).copies_of(&v(&[(0, 2), (1, 1)])), 4);
+    }
+
+    #[test]
+    fn dominant_share_is_the_largest_fraction() {
+        let cap = v(&[(0, 9), (1, 18)]);
+        // The DRF paper's user A task: <1 CPU, 4 GB> of <9 CPU, 18 GB>: dominant is memory, 2/9.
+        assert_eq!(v(&[(0, 1), (1, 4)]).dominant_share_ppb(&cap), 222_222_222);
+        assert_eq!(v(&[(2, 1)]).dominant_share_ppb(&cap), u64::MAX);
+        assert_eq!(v(&[(0, 4)]).dominant_share_above_ppb(&v(&[(0, 3)]), &cap), 111_111_111);
+    }
+
+    #[test]
+    #[should_panic(expected = "underflow")]
+    fn releasing_more_than_held_is_a_bug() {
+        let mut a = v(&[(0, 1)]);
+        a.sub_times(&v(&[(0, 2)]), 1);
+    }
+}
