@@ -28,10 +28,14 @@ impl<'de> Deserialize<'de> for DurStr {
                 Dur::parse(v).map(DurStr).map_err(E::custom)
             }
             fn visit_i64<E: de::Error>(self, v: i64) -> Result<DurStr, E> {
-                Err(E::custom(format!("duration {v} has no unit: write it as a string such as \"{v}s\" or \"{v}ms\"")))
+                Err(E::custom(format!(
+                    "duration {v} has no unit: write it as a string such as \"{v}s\" or \"{v}ms\""
+                )))
             }
             fn visit_f64<E: de::Error>(self, v: f64) -> Result<DurStr, E> {
-                Err(E::custom(format!("duration {v} has no unit: write it as a string such as \"{v}s\"")))
+                Err(E::custom(format!(
+                    "duration {v} has no unit: write it as a string such as \"{v}s\""
+                )))
             }
         }
         d.deserialize_any(V)
@@ -45,7 +49,9 @@ impl Serialize for DurStr {
 }
 
 /// The scheduling policies, selectable by name.
-#[derive(Clone, Copy, PartialEq, Eq, Debug, Default, Deserialize, Serialize, PartialOrd, Ord, Hash)]
+#[derive(
+    Clone, Copy, PartialEq, Eq, Debug, Default, Deserialize, Serialize, PartialOrd, Ord, Hash,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum PolicyName {
     /// One queue in arrival order.
@@ -101,7 +107,10 @@ impl PolicyName {
             .find(|p| p.as_str() == text)
             .ok_or_else(|| {
                 let names: Vec<_> = PolicyName::ALL.iter().map(|p| p.as_str()).collect();
-                format!("unknown policy {text:?} (expected one of {})", names.join(", "))
+                format!(
+                    "unknown policy {text:?} (expected one of {})",
+                    names.join(", ")
+                )
             })
     }
 }
@@ -134,7 +143,9 @@ impl Backfill {
             "none" => Ok(Backfill::None),
             "easy" => Ok(Backfill::Easy),
             "conservative" => Ok(Backfill::Conservative),
-            _ => Err(format!("unknown backfill {text:?} (expected none, easy or conservative)")),
+            _ => Err(format!(
+                "unknown backfill {text:?} (expected none, easy or conservative)"
+            )),
         }
     }
 
@@ -339,7 +350,12 @@ pub struct ConfigError {
 
 impl ConfigError {
     /// An error at the byte `span` of `text`.
-    pub fn at(text: &str, span: Option<Range<usize>>, key: Option<&str>, message: impl Into<String>) -> ConfigError {
+    pub fn at(
+        text: &str,
+        span: Option<Range<usize>>,
+        key: Option<&str>,
+        message: impl Into<String>,
+    ) -> ConfigError {
         ConfigError {
             line: span.map(|s| line_of(text, s.start)),
             key: key.map(str::to_string),
@@ -353,7 +369,9 @@ impl ConfigError {
         let key = message
             .split('`')
             .nth(1)
-            .filter(|_| message.starts_with("unknown field") || message.starts_with("missing field"))
+            .filter(|_| {
+                message.starts_with("unknown field") || message.starts_with("missing field")
+            })
             .map(str::to_string);
         ConfigError::at(text, err.span(), key.as_deref(), message)
     }
@@ -372,7 +390,11 @@ impl fmt::Display for ConfigError {
 
 /// The 1-based line of byte `offset` in `text`.
 pub fn line_of(text: &str, offset: usize) -> usize {
-    text.as_bytes()[..offset.min(text.len())].iter().filter(|b| **b == b'\n').count() + 1
+    text.as_bytes()[..offset.min(text.len())]
+        .iter()
+        .filter(|b| **b == b'\n')
+        .count()
+        + 1
 }
 
 /// Finds the line of `key = ...` inside the table that starts at byte `table_start`, for errors
@@ -442,7 +464,8 @@ mod tests {
         assert!(err.message.contains("no unit"), "{err}");
         let err = PolicyFile::parse("[policy]\nname = \"lottery\"\n").unwrap_err();
         assert_eq!(err.line, Some(2), "{err}");
-        let ok = PolicyFile::parse("[policy]\nname = \"round-robin\"\nbackfill = \"easy\"\n").unwrap();
+        let ok =
+            PolicyFile::parse("[policy]\nname = \"round-robin\"\nbackfill = \"easy\"\n").unwrap();
         assert_eq!(ok.policy.name, PolicyName::RoundRobin);
         assert_eq!(ok.policy.backfill, Backfill::Easy);
     }

@@ -90,7 +90,10 @@ pub enum JobState {
 impl JobState {
     /// Whether the job will never run again.
     pub fn is_terminal(self) -> bool {
-        matches!(self, JobState::Succeeded | JobState::Failed | JobState::Canceled | JobState::Expired)
+        matches!(
+            self,
+            JobState::Succeeded | JobState::Failed | JobState::Canceled | JobState::Expired
+        )
     }
 
     /// The state's name, as the API spells it.
@@ -164,14 +167,31 @@ impl fmt::Display for RejectReason {
         match self {
             RejectReason::Invalid(why) => write!(f, "invalid job: {why}"),
             RejectReason::UnknownClass(c) => write!(f, "unknown class {c:?}"),
-            RejectReason::ClassNotPermitted(c) => write!(f, "the tenant may not submit to class {c:?}"),
-            RejectReason::ImpossibleDeadline => write!(f, "the deadline is earlier than the job's estimated run time allows"),
-            RejectReason::EstimateTooLarge => write!(f, "the declared estimate is above the class's maximum"),
-            RejectReason::QuotaExceeded => write!(f, "the job alone exceeds the tenant's outstanding-work envelope or burst quota"),
-            RejectReason::OutstandingFull => write!(f, "the tenant's outstanding work is at its envelope"),
+            RejectReason::ClassNotPermitted(c) => {
+                write!(f, "the tenant may not submit to class {c:?}")
+            }
+            RejectReason::ImpossibleDeadline => write!(
+                f,
+                "the deadline is earlier than the job's estimated run time allows"
+            ),
+            RejectReason::EstimateTooLarge => {
+                write!(f, "the declared estimate is above the class's maximum")
+            }
+            RejectReason::QuotaExceeded => write!(
+                f,
+                "the job alone exceeds the tenant's outstanding-work envelope or burst quota"
+            ),
+            RejectReason::OutstandingFull => {
+                write!(f, "the tenant's outstanding work is at its envelope")
+            }
             RejectReason::BurstExhausted => write!(f, "the tenant's burst quota is spent"),
-            RejectReason::PredictedLate => write!(f, "the job is predicted to finish after its deadline"),
-            RejectReason::PredictedTooOld => write!(f, "the job is predicted to wait longer than its class's maximum age"),
+            RejectReason::PredictedLate => {
+                write!(f, "the job is predicted to finish after its deadline")
+            }
+            RejectReason::PredictedTooOld => write!(
+                f,
+                "the job is predicted to wait longer than its class's maximum age"
+            ),
             RejectReason::TooManyShapes => write!(f, "too many distinct job shapes are waiting"),
             RejectReason::EngineFull => write!(f, "the scheduler holds its maximum number of jobs"),
             RejectReason::IdReused => write!(f, "the job id was used before for a different job"),
@@ -225,7 +245,10 @@ impl Admission {
 
     /// Whether the job was (or already had been) accepted.
     pub fn is_accepted(&self) -> bool {
-        matches!(self, Admission::Accepted { .. } | Admission::Deferred { .. })
+        matches!(
+            self,
+            Admission::Accepted { .. } | Admission::Deferred { .. }
+        )
     }
 }
 
@@ -284,7 +307,10 @@ impl fmt::Display for LeaseError {
         match self {
             LeaseError::UnknownJob => write!(f, "unknown job"),
             LeaseError::StaleEpoch { presented, current } => {
-                write!(f, "stale epoch {presented}: the job's authoritative epoch is {current}")
+                write!(
+                    f,
+                    "stale epoch {presented}: the job's authoritative epoch is {current}"
+                )
             }
             LeaseError::NotRunning => write!(f, "the job is not running"),
         }

@@ -22,11 +22,15 @@ pub mod weight;
 
 pub use config::{Backfill, ConfigError, PolicyName};
 pub use engine::{
-    Candidate, DecisionRecord, Engine, EngineConfig, EngineStats, Explanation, Ledger, TenantReport, WaitReason,
+    Candidate, DecisionRecord, Engine, EngineConfig, EngineStats, Explanation, Ledger,
+    TenantReport, WaitReason,
 };
 pub use engine::{StopNotice, TenantSnapshot, TickReport, WorkerOffer};
 pub use event::Event;
-pub use job::{Admission, HeartbeatReply, JobSpec, JobState, JobStatus, Lease, LeaseError, Outcome, RejectReason};
+pub use job::{
+    Admission, HeartbeatReply, JobSpec, JobState, JobStatus, Lease, LeaseError, Outcome,
+    RejectReason,
+};
 pub use policy::Policy;
 pub use time::{Dur, Time};
 pub use weight::Weight;

@@ -6,8 +6,8 @@
 //! stays.
 
 use crate::config::{
-    Backfill, ClassSpec, ConfigError, DeadlinePolicy, OverloadPolicy, PolicyFile, PolicyName, PoolSpec, TenantSpec,
-    key_line,
+    Backfill, ClassSpec, ConfigError, DeadlinePolicy, OverloadPolicy, PolicyFile, PolicyName,
+    PoolSpec, TenantSpec, key_line,
 };
 use crate::resources::{AMOUNT_SCALE, amount_from_f64};
 use crate::time::Dur;
@@ -181,12 +181,19 @@ impl Policy {
         text: &str,
     ) -> Result<Policy, Vec<ConfigError>> {
         let source = crate::config::render_sections(section, pools, tenants, classes);
-        let mut v = Validator { text, errors: Vec::new() };
+        let mut v = Validator {
+            text,
+            errors: Vec::new(),
+        };
         let policy_start = text.find("[policy]").unwrap_or(0);
         let quantum = match Weight::from_f64(section.quantum) {
             Some(_) => (section.quantum * COST_PER_WORKER_SECOND as f64) as u128,
             None => {
-                v.err(policy_start, "quantum", "must be a positive number of worker-seconds");
+                v.err(
+                    policy_start,
+                    "quantum",
+                    "must be a positive number of worker-seconds",
+                );
                 1
             }
         };
@@ -194,7 +201,11 @@ impl Policy {
             None => 500_000_000,
             Some(p) if p.is_finite() && (0.0..=10.0).contains(&p) => (p * 1e9) as u64,
             Some(_) => {
-                v.err(policy_start, "debt_penalty", "must be a number between 0 and 10");
+                v.err(
+                    policy_start,
+                    "debt_penalty",
+                    "must be a number between 0 and 10",
+                );
                 0
             }
         };
@@ -213,8 +224,14 @@ impl Policy {
             reservation_depth: section.reservation_depth.unwrap_or(64).clamp(1, 10_000) as usize,
             backfill_window: section.backfill_window.unwrap_or(1024).clamp(1, 100_000) as usize,
             lease: section.lease.map(|d| d.0).unwrap_or(Dur::from_secs(30)),
-            preempt_grace: section.preempt_grace.map(|d| d.0).unwrap_or(Dur::from_secs(30)),
-            default_estimate: section.default_estimate.map(|d| d.0).unwrap_or(Dur::from_secs(1)),
+            preempt_grace: section
+                .preempt_grace
+                .map(|d| d.0)
+                .unwrap_or(Dur::from_secs(30)),
+            default_estimate: section
+                .default_estimate
+                .map(|d| d.0)
+                .unwrap_or(Dur::from_secs(1)),
             debt_penalty_ppb,
             pools,
             tenants,
@@ -225,7 +242,10 @@ impl Policy {
 
     /// The class named `name`.
     pub fn class(&self, name: &str) -> Option<(usize, &ClassPolicy)> {
-        self.classes.iter().enumerate().find(|(_, c)| c.name == name)
+        self.classes
+            .iter()
+            .enumerate()
+            .find(|(_, c)| c.name == name)
     }
 
     /// The declaration of tenant `name`, if declared.
@@ -243,10 +263,14 @@ pub fn check_name(kind: &str, name: &str) -> Result<(), String> {
         return Err(format!("{kind} name is empty"));
     }
     if name.len() > MAX_NAME_LEN {
-        return Err(format!("{kind} name {name:?} is longer than {MAX_NAME_LEN} bytes"));
+        return Err(format!(
+            "{kind} name {name:?} is longer than {MAX_NAME_LEN} bytes"
+        ));
     }
     if name.chars().any(|c| c.is_control() || c.is_whitespace()) {
-        return Err(format!("{kind} name {name:?} contains whitespace or control characters"));
+        return Err(format!(
+            "{kind} name {name:?} contains whitespace or control characters"
+        ));
     }
     Ok(())
 }
@@ -259,7 +283,9 @@ pub fn check_tenant_name(name: &str) -> Result<(), String> {
         return Err(format!("tenant name {name:?} has an empty path segment"));
     }
     if parts.len() > MAX_TENANT_DEPTH {
-        return Err(format!("tenant name {name:?} is deeper than {MAX_TENANT_DEPTH} levels"));
+        return Err(format!(
+            "tenant name {name:?} is deeper than {MAX_TENANT_DEPTH} levels"
+        ));
     }
     Ok(())
 }
@@ -272,20 +298,33 @@ struct Validator<'a> {
 impl Validator<'_> {
     fn err(&mut self, table_start: usize, key: &str, message: impl Into<String>) {
         let line = key_line(self.text, table_start, key);
-        self.errors.push(ConfigError { line: Some(line), key: Some(key.to_string()), message: message.into() });
+        self.errors.push(ConfigError {
+            line: Some(line),
+            key: Some(key.to_string()),
+            message: message.into(),
+        });
     }
 
     fn weight(&mut self, start: usize, value: Option<f64>) -> Weight {
         match value {
             None => Weight::ONE,
             Some(w) => Weight::from_f64(w).unwrap_or_else(|| {
-                self.err(start, "weight", format!("{w} is not a positive weight (between 0.000001 and 1000000)"));
+                self.err(
+                    start,
+                    "weight",
+                    format!("{w} is not a positive weight (between 0.000001 and 1000000)"),
+                );
                 Weight::ONE
             }),
         }
     }
 
-    fn amounts(&mut self, start: usize, key: &str, map: &BTreeMap<String, f64>) -> BTreeMap<String, u64> {
+    fn amounts(
+        &mut self,
+        start: usize,
+        key: &str,
+        map: &BTreeMap<String, f64>,
+    ) -> BTreeMap<String, u64> {
         let mut out = BTreeMap::new();
         for (name, value) in map {
             if let Err(e) = check_name("resource", name) {
@@ -295,7 +334,11 @@ impl Validator<'_> {
                 Some(a) => {
                     out.insert(name.clone(), a);
                 }
-                None => self.err(start, key, format!("resource {name:?}: {value} is not an amount >= 0")),
+                None => self.err(
+                    start,
+                    key,
+                    format!("resource {name:?}: {value} is not an amount >= 0"),
+                ),
             }
         }
         out
@@ -306,14 +349,23 @@ impl Validator<'_> {
         if value.is_finite() && value > 0.0 && value < 1e15 {
             Some((value * COST_PER_WORKER_SECOND as f64) as u128)
         } else {
-            self.err(start, key, format!("{value} is not a positive amount of worker-seconds"));
+            self.err(
+                start,
+                key,
+                format!("{value} is not a positive amount of worker-seconds"),
+            );
             None
         }
     }
 
     fn pools(&mut self, pools: &[Spanned<PoolSpec>]) -> Vec<PoolPolicy> {
         if pools.len() > MAX_POOLS {
-            self.errors.push(ConfigError::at(self.text, None, None, format!("more than {MAX_POOLS} pools")));
+            self.errors.push(ConfigError::at(
+                self.text,
+                None,
+                None,
+                format!("more than {MAX_POOLS} pools"),
+            ));
         }
         let mut seen = BTreeSet::new();
         let mut out = Vec::new();
@@ -324,7 +376,11 @@ impl Validator<'_> {
                 self.err(start, "name", e);
             }
             if !seen.insert(p.name.clone()) {
-                self.err(start, "name", format!("pool {:?} is declared twice", p.name));
+                self.err(
+                    start,
+                    "name",
+                    format!("pool {:?} is declared twice", p.name),
+                );
             }
             if let Some(n) = p.workers
                 && n > 100_000
@@ -333,7 +389,8 @@ impl Validator<'_> {
             }
             self.amounts(start, "capacity", &p.capacity);
             for (k, val) in &p.labels {
-                if let Err(e) = check_name("label", k).and_then(|_| check_name("label value", val)) {
+                if let Err(e) = check_name("label", k).and_then(|_| check_name("label value", val))
+                {
                     self.err(start, "labels", e);
                 }
             }
@@ -353,7 +410,12 @@ impl Validator<'_> {
 
     fn classes(&mut self, classes: &[Spanned<ClassSpec>]) -> Vec<ClassPolicy> {
         if classes.len() > MAX_CLASSES {
-            self.errors.push(ConfigError::at(self.text, None, None, format!("more than {MAX_CLASSES} classes")));
+            self.errors.push(ConfigError::at(
+                self.text,
+                None,
+                None,
+                format!("more than {MAX_CLASSES} classes"),
+            ));
         }
         let mut seen = BTreeSet::new();
         let mut out = Vec::new();
@@ -365,16 +427,28 @@ impl Validator<'_> {
                 self.err(start, "name", e);
             }
             if !seen.insert(c.name.clone()) {
-                self.err(start, "name", format!("class {:?} is declared twice", c.name));
+                self.err(
+                    start,
+                    "name",
+                    format!("class {:?} is declared twice", c.name),
+                );
             }
             let weight = self.weight(start, c.weight);
             if !(c.reserve.is_finite() && (0.0..1.0).contains(&c.reserve)) {
-                self.err(start, "reserve", format!("{} is not a fraction in [0, 1)", c.reserve));
+                self.err(
+                    start,
+                    "reserve",
+                    format!("{} is not a fraction in [0, 1)", c.reserve),
+                );
             }
             let reserve_ppb = (c.reserve.clamp(0.0, 1.0) * 1e9) as u64;
             reserve_total = reserve_total.saturating_add(reserve_ppb);
             if c.aging_cap.is_some() && c.aging_step.is_none() {
-                self.err(start, "aging_cap", "needs aging_step (the time one point of priority takes)");
+                self.err(
+                    start,
+                    "aging_cap",
+                    "needs aging_step (the time one point of priority takes)",
+                );
             }
             if let Some(step) = c.aging_step
                 && step.0 < Dur::from_millis(1)
@@ -385,7 +459,9 @@ impl Validator<'_> {
                 self.err(start, "priority", "must be between -1000000 and 1000000");
             }
             let min_estimate = self.dur_opt(c.min_estimate).unwrap_or(Dur::ZERO);
-            let max_estimate = self.dur_opt(c.max_estimate).unwrap_or(Dur::from_secs(7 * 86400));
+            let max_estimate = self
+                .dur_opt(c.max_estimate)
+                .unwrap_or(Dur::from_secs(7 * 86400));
             if min_estimate > max_estimate {
                 self.err(start, "min_estimate", "is larger than max_estimate");
             }
@@ -393,7 +469,11 @@ impl Validator<'_> {
             if let Some(d) = default_estimate
                 && (d < min_estimate || d > max_estimate)
             {
-                self.err(start, "default_estimate", "is outside [min_estimate, max_estimate]");
+                self.err(
+                    start,
+                    "default_estimate",
+                    "is outside [min_estimate, max_estimate]",
+                );
             }
             let max_attempts = c.max_attempts.unwrap_or(3);
             if !(1..=1000).contains(&max_attempts) {
@@ -452,10 +532,18 @@ impl Validator<'_> {
         out
     }
 
-    fn tenants(&mut self, tenants: &[Spanned<TenantSpec>], class_names: &BTreeSet<String>) -> Vec<TenantPolicy> {
+    fn tenants(
+        &mut self,
+        tenants: &[Spanned<TenantSpec>],
+        class_names: &BTreeSet<String>,
+    ) -> Vec<TenantPolicy> {
         if tenants.len() > MAX_TENANTS_DECLARED {
-            self.errors
-                .push(ConfigError::at(self.text, None, None, format!("more than {MAX_TENANTS_DECLARED} tenants")));
+            self.errors.push(ConfigError::at(
+                self.text,
+                None,
+                None,
+                format!("more than {MAX_TENANTS_DECLARED} tenants"),
+            ));
         }
         let mut out: BTreeMap<String, TenantPolicy> = BTreeMap::new();
         for spanned in tenants {
@@ -465,7 +553,11 @@ impl Validator<'_> {
                 self.err(start, "name", e);
             }
             if out.contains_key(&t.name) {
-                self.err(start, "name", format!("tenant {:?} is declared twice", t.name));
+                self.err(
+                    start,
+                    "name",
+                    format!("tenant {:?} is declared twice", t.name),
+                );
             }
             let weight = self.weight(start, t.weight);
             let guarantee = self.amounts(start, "guarantee", &t.guarantee);
@@ -509,7 +601,11 @@ impl Validator<'_> {
                 retry_window,
             };
             if tenant.rate.is_some() && tenant.burst.is_none() {
-                self.err(start, "rate", "needs burst (the depth of the quota the rate refills)");
+                self.err(
+                    start,
+                    "rate",
+                    "needs burst (the depth of the quota the rate refills)",
+                );
             }
             out.insert(t.name.clone(), tenant);
         }
@@ -534,10 +630,22 @@ mod tests {
     fn validation_reports_every_error_with_its_line() {
         let text = "[[class]]\nname = \"a\"\nreserve = 1.5\n\n[[tenant]]\nname = \"t\"\nweight = 0\nclasses = [\"nope\"]\n";
         let errors = Policy::from_text(text).unwrap_err();
-        let lines: Vec<_> = errors.iter().map(|e| (e.line, e.key.clone().unwrap_or_default())).collect();
-        assert!(lines.contains(&(Some(3), "reserve".to_string())), "{errors:?}");
-        assert!(lines.contains(&(Some(7), "weight".to_string())), "{errors:?}");
-        assert!(lines.contains(&(Some(8), "classes".to_string())), "{errors:?}");
+        let lines: Vec<_> = errors
+            .iter()
+            .map(|e| (e.line, e.key.clone().unwrap_or_default()))
+            .collect();
+        assert!(
+            lines.contains(&(Some(3), "reserve".to_string())),
+            "{errors:?}"
+        );
+        assert!(
+            lines.contains(&(Some(7), "weight".to_string())),
+            "{errors:?}"
+        );
+        assert!(
+            lines.contains(&(Some(8), "classes".to_string())),
+            "{errors:?}"
+        );
     }
 
     #[test]

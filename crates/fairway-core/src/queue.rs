@@ -72,7 +72,10 @@ impl SubQueue {
 
     /// The head at `now` (ns since origin) and its comparable key.
     pub fn head(&self, now: u64) -> Option<(HeadKey, JobIdx)> {
-        let mut best: Option<(HeadKey, JobIdx)> = self.fixed.first().map(|&(t, k, s, j)| (HeadKey(t, k, s), j));
+        let mut best: Option<(HeadKey, JobIdx)> = self
+            .fixed
+            .first()
+            .map(|&(t, k, s, j)| (HeadKey(t, k, s), j));
         if matches!(best, Some((HeadKey(0, _, _), _))) {
             return best;
         }
@@ -107,8 +110,18 @@ impl SubQueue {
             .iter()
             .take(limit)
             .map(|&(t, k, s, j)| (HeadKey(t, k, s), j))
-            .chain(self.ramp.iter().take(limit).map(|&(v, s, j)| (HeadKey(1, v - now_i, s), j)))
-            .chain(self.flat.iter().take(limit).map(|&(p, s, j)| (HeadKey(1, p, s), j)))
+            .chain(
+                self.ramp
+                    .iter()
+                    .take(limit)
+                    .map(|&(v, s, j)| (HeadKey(1, v - now_i, s), j)),
+            )
+            .chain(
+                self.flat
+                    .iter()
+                    .take(limit)
+                    .map(|&(p, s, j)| (HeadKey(1, p, s), j)),
+            )
             .collect();
         all.sort();
         all.truncate(limit);

@@ -67,10 +67,15 @@ impl ResourceTable {
     pub fn vector(&mut self, amounts: &BTreeMap<String, f64>) -> Result<ResVec, String> {
         let mut v = ResVec::default();
         for (name, amount) in amounts {
-            let id = self
-                .intern(name)
-                .ok_or_else(|| format!("too many distinct resource names (at most {MAX_RESOURCES})"))?;
-            v.set(id, amount_from_f64(*amount).ok_or_else(|| format!("resource {name:?}: amount {amount} must be a finite number >= 0"))?);
+            let id = self.intern(name).ok_or_else(|| {
+                format!("too many distinct resource names (at most {MAX_RESOURCES})")
+            })?;
+            v.set(
+                id,
+                amount_from_f64(*amount).ok_or_else(|| {
+                    format!("resource {name:?}: amount {amount} must be a finite number >= 0")
+                })?,
+            );
         }
         Ok(v)
     }
@@ -139,13 +144,19 @@ impl ResVec {
 
     /// `(id, amount)` for every stored entry, zeros included.
     pub fn iter(&self) -> impl Iterator<Item = (ResourceId, u64)> + '_ {
-        self.0.iter().enumerate().map(|(i, a)| (ResourceId(i as u16), *a))
+        self.0
+            .iter()
+            .enumerate()
+            .map(|(i, a)| (ResourceId(i as u16), *a))
     }
 
     /// Whether `self <= other` in every resource.
     #[inline]
     pub fn fits_in(&self, other: &ResVec) -> bool {
-        self.0.iter().enumerate().all(|(i, a)| *a <= other.0.get(i).copied().unwrap_or(0))
+        self.0
+            .iter()
+            .enumerate()
+            .all(|(i, a)| *a <= other.0.get(i).copied().unwrap_or(0))
     }
 
     /// Adds `other`, saturating.
@@ -176,7 +187,10 @@ impl ResVec {
         for (i, a) in other.0.iter().enumerate() {
             let take = a.saturating_mul(n);
             let have = self.0.get(i).copied().unwrap_or(0);
-            assert!(take <= have, "resource accounting underflow: releasing {take} of resource {i} with {have} held");
+            assert!(
+                take <= have,
+                "resource accounting underflow: releasing {take} of resource {i} with {have} held"
+            );
             self.0[i] = have - take;
         }
         self.trim();
@@ -280,7 +294,10 @@ mod tests {
         // The DRF paper's user A task: <1 CPU, 4 GB> of <9 CPU, 18 GB>: dominant is memory, 2/9.
         assert_eq!(v(&[(0, 1), (1, 4)]).dominant_share_ppb(&cap), 222_222_222);
         assert_eq!(v(&[(2, 1)]).dominant_share_ppb(&cap), u64::MAX);
-        assert_eq!(v(&[(0, 4)]).dominant_share_above_ppb(&v(&[(0, 3)]), &cap), 111_111_111);
+        assert_eq!(
+            v(&[(0, 4)]).dominant_share_above_ppb(&v(&[(0, 3)]), &cap),
+            111_111_111
+        );
     }
 
     #[test]

@@ -59,7 +59,10 @@ impl ShapeTable {
     /// The shape for `key`, taking a reference; `None` when the table is full.
     pub fn acquire(&mut self, key: ShapeKey) -> Option<ShapeId> {
         if let Some(id) = self.by_key.get(&key) {
-            self.shapes[id.ix()].as_mut().expect("interned shape exists").refs += 1;
+            self.shapes[id.ix()]
+                .as_mut()
+                .expect("interned shape exists")
+                .refs += 1;
             return Some(*id);
         }
         if self.by_key.len() >= MAX_SHAPES {
@@ -79,8 +82,13 @@ impl ShapeTable {
 
     /// Drops a reference; returns true when the shape was freed.
     pub fn release(&mut self, id: ShapeId) -> bool {
-        let shape = self.shapes[id.ix()].as_mut().expect("released shape exists");
-        assert!(shape.refs > 0, "shape {id:?} released more often than acquired");
+        let shape = self.shapes[id.ix()]
+            .as_mut()
+            .expect("released shape exists");
+        assert!(
+            shape.refs > 0,
+            "shape {id:?} released more often than acquired"
+        );
         shape.refs -= 1;
         if shape.refs > 0 {
             return false;
@@ -148,7 +156,10 @@ impl Group {
             2 => false,
             _ => {
                 let ok = key.demand.fits_in(&self.capacity)
-                    && key.requires.iter().all(|(k, v)| self.labels.get(k) == Some(v));
+                    && key
+                        .requires
+                        .iter()
+                        .all(|(k, v)| self.labels.get(k) == Some(v));
                 self.compat[id.ix()] = if ok { 1 } else { 2 };
                 ok
             }
@@ -167,12 +178,25 @@ impl Group {
         for (k, v) in &key.requires {
             match self.labels.get(k) {
                 Some(have) if have == v => {}
-                Some(have) => return Some(format!("requires {k}={v}, pool {} has {k}={have}", self.pool)),
-                None => return Some(format!("requires {k}={v}, pool {} has no label {k}", self.pool)),
+                Some(have) => {
+                    return Some(format!(
+                        "requires {k}={v}, pool {} has {k}={have}",
+                        self.pool
+                    ));
+                }
+                None => {
+                    return Some(format!(
+                        "requires {k}={v}, pool {} has no label {k}",
+                        self.pool
+                    ));
+                }
             }
         }
         if !key.demand.fits_in(&self.capacity) {
-            return Some(format!("one member's demand exceeds the capacity of a worker of pool {}", self.pool));
+            return Some(format!(
+                "one member's demand exceeds the capacity of a worker of pool {}",
+                self.pool
+            ));
         }
         None
     }
@@ -188,7 +212,12 @@ pub struct GroupTable {
 
 impl GroupTable {
     /// The group for workers of `pool` with `labels` and `capacity`; `None` when full.
-    pub fn group_for(&mut self, pool: &str, labels: &BTreeMap<String, String>, capacity: &ResVec) -> Option<GroupId> {
+    pub fn group_for(
+        &mut self,
+        pool: &str,
+        labels: &BTreeMap<String, String>,
+        capacity: &ResVec,
+    ) -> Option<GroupId> {
         let mut labels = labels.clone();
         labels.insert("pool".to_string(), pool.to_string());
         let key = (pool.to_string(), labels.clone(), capacity.clone());

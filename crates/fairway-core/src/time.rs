@@ -8,11 +8,15 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// An instant, in nanoseconds since the driver's origin.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Default, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Default, Serialize, Deserialize,
+)]
 pub struct Time(pub u64);
 
 /// A length of time, in nanoseconds.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Default, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Default, Serialize, Deserialize,
+)]
 pub struct Dur(pub u64);
 
 impl Time {
@@ -74,7 +78,11 @@ impl Dur {
             return Dur::ZERO;
         }
         let nanos = (secs * 1e9).round();
-        if nanos >= u64::MAX as f64 { Dur::MAX } else { Dur(nanos as u64) }
+        if nanos >= u64::MAX as f64 {
+            Dur::MAX
+        } else {
+            Dur(nanos as u64)
+        }
     }
 
     /// Milliseconds, rounded down.
@@ -103,7 +111,9 @@ impl Dur {
         let text = text.trim();
         let split = text
             .find(|c: char| c.is_ascii_alphabetic())
-            .ok_or_else(|| format!("duration {text:?} has no unit (use ns, us, ms, s, m, h or d)"))?;
+            .ok_or_else(|| {
+                format!("duration {text:?} has no unit (use ns, us, ms, s, m, h or d)")
+            })?;
         let (number, unit) = text.split_at(split);
         let scale: f64 = match unit {
             "ns" => 1.0,
@@ -113,7 +123,11 @@ impl Dur {
             "m" | "min" => 60e9,
             "h" => 3600e9,
             "d" => 86400e9,
-            _ => return Err(format!("duration {text:?} has an unknown unit {unit:?} (use ns, us, ms, s, m, h or d)")),
+            _ => {
+                return Err(format!(
+                    "duration {text:?} has an unknown unit {unit:?} (use ns, us, ms, s, m, h or d)"
+                ));
+            }
         };
         let value: f64 = number
             .trim()
@@ -169,7 +183,11 @@ mod tests {
         assert_eq!(Dur::parse("1h").unwrap(), Dur::from_secs(3600));
         assert_eq!(Dur::parse("10us").unwrap(), Dur(10_000));
         assert!(Dur::parse("5").unwrap_err().contains("no unit"));
-        assert!(Dur::parse("5 parsecs").unwrap_err().contains("unknown unit"));
+        assert!(
+            Dur::parse("5 parsecs")
+                .unwrap_err()
+                .contains("unknown unit")
+        );
         assert!(Dur::parse("-1s").is_err());
         assert_eq!(Dur::from_millis(1500).to_string(), "1500ms");
         assert_eq!(Dur::from_secs(120).to_string(), "2m");

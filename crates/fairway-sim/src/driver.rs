@@ -70,8 +70,14 @@ pub fn run(scenario: &Scenario, options: RunOptions<'_>) -> Metrics {
     let mut last_report = 0u64;
     loop {
         let next_event = driver.queue.peek().map(|Reverse((t, _, _))| *t);
-        let next_timer = if driver.open_jobs > 0 || next_event.is_some() { driver.engine.poll_timeout() } else { None };
-        let Some(t) = [next_event, next_timer].into_iter().flatten().min() else { break };
+        let next_timer = if driver.open_jobs > 0 || next_event.is_some() {
+            driver.engine.poll_timeout()
+        } else {
+            None
+        };
+        let Some(t) = [next_event, next_timer].into_iter().flatten().min() else {
+            break;
+        };
         if scenario.until.is_some_and(|u| t > u) {
             break;
         }
@@ -106,7 +112,12 @@ struct Driver<'a> {
 
 impl<'a> Driver<'a> {
     fn new(sc: &'a Scenario, events: bool) -> Driver<'a> {
-        let config = EngineConfig { capture_events: true, decision_ring: 0, worker_ttl: Dur::from_secs(365 * 86400), ..EngineConfig::default() };
+        let config = EngineConfig {
+            capture_events: true,
+            decision_ring: 0,
+            worker_ttl: Dur::from_secs(365 * 86400),
+            ..EngineConfig::default()
+        };
         let engine = Engine::new(Time::ZERO, sc.policy.clone(), config);
         let mut driver = Driver {
             sc,
@@ -127,15 +138,26 @@ impl<'a> Driver<'a> {
             driver.engine = Engine::new(
                 Time::ZERO,
                 sc.policy.clone(),
-                EngineConfig { capture_events: true, decision_ring: 0, worker_ttl: Dur(sc.policy.lease.0.saturating_mul(3)), ..EngineConfig::default() },
+                EngineConfig {
+                    capture_events: true,
+                    decision_ring: 0,
+                    worker_ttl: Dur(sc.policy.lease.0.saturating_mul(3)),
+                    ..EngineConfig::default()
+                },
             );
         }
         driver.engine.drain_events();
         for (p, pool) in sc.pools.iter().enumerate() {
             for i in 0..pool.workers {
                 let name = format!("{}-{i}", pool.name);
-                driver.worker_by_name.insert(name.clone(), driver.workers.len());
-                driver.workers.push(SimWorker { name, pool: p, alive: true });
+                driver
+                    .worker_by_name
+                    .insert(name.clone(), driver.workers.len());
+                driver.workers.push(SimWorker {
+                    name,
+                    pool: p,
+                    alive: true,
+                });
             }
         }
         for w in 0..driver.workers.len() {
@@ -169,7 +191,9 @@ impl<'a> Driver<'a> {
             labels: pool.labels.clone(),
             max_jobs: u32::MAX,
         };
-        self.engine.worker_ready(self.now, &offer).expect("scenario pools are valid workers");
+        self.engine
+            .worker_ready(self.now, &offer)
+            .expect("scenario pools are valid workers");
     }
 
     fn step(&mut self, t: Time) {
@@ -237,7 +261,9 @@ impl<'a> Driver<'a> {
 
     /// The attempt's work is over; its workers report unless they are cut off.
     fn work_done(&mut self, job: usize, epoch: u64) {
-        let Some(r) = self.running.get_mut(&job) else { return };
+        let Some(r) = self.running.get_mut(&job) else {
+            return;
+        };
         if r.epoch != epoch {
             return;
         }
@@ -245,20 +271,29 @@ impl<'a> Driver<'a> {
             r.undelivered = true;
             return;
         }
-        let outcome = if r.fails { Outcome::Failed { retryable: true } } else { Outcome::Succeeded };
+        let outcome = if r.fails {
+            Outcome::Failed { retryable: true }
+        } else {
+            Outcome::Succeeded
+        };
         self.report(job, epoch, outcome, None);
     }
 
     fn report(&mut self, job: usize, epoch: u64, outcome: Outcome, progress: Option<Dur>) {
         let id = self.sc.jobs[job].id.clone();
-        if let Err(e) = self.engine.finish(self.now, &id, epoch, outcome, None, progress) {
+        if let Err(e) = self
+            .engine
+            .finish(self.now, &id, epoch, outcome, None, progress)
+        {
             self.metrics.stale_completion(&e);
             self.running.remove(&job);
         }
     }
 
     fn stop(&mut self, job: usize, epoch: u64) {
-        let Some(r) = self.running.get(&job) else { return };
+        let Some(r) = self.running.get(&job) else {
+            return;
+        };
         if r.epoch != epoch || r.workers.iter().any(|&w| !self.workers[w].alive) {
             return;
         }
@@ -268,7 +303,9 @@ impl<'a> Driver<'a> {
     }
 
     fn heartbeat(&mut self, job: usize, epoch: u64) {
-        let Some(r) = self.running.get(&job) else { return };
+        let Some(r) = self.running.get(&job) else {
+            return;
+        };
         if r.epoch != epoch || r.undelivered || r.workers.iter().any(|&w| !self.workers[w].alive) {
             return;
         }
@@ -286,8 +323,15 @@ impl<'a> Driver<'a> {
 
     fn fault(&mut self, i: usize) {
         let f = &self.sc.faults[i];
-        let pool = self.sc.pools.iter().position(|p| p.name == f.pool).expect("validated pool");
-        let members: Vec<usize> = (0..self.workers.len()).filter(|&w| self.workers[w].pool == pool).collect();
+        let pool = self
+            .sc
+            .pools
+            .iter()
+            .position(|p| p.name == f.pool)
+            .expect("validated pool");
+        let members: Vec<usize> = (0..self.workers.len())
+            .filter(|&w| self.workers[w].pool == pool)
+            .collect();
         // Lose the highest-numbered live workers; return the lowest-numbered lost ones.
         let mut lost = f.lost;
         for &w in members.iter().rev() {
@@ -322,7 +366,11 @@ impl<'a> Driver<'a> {
                 held.sort();
                 for (job, epoch) in held {
                     let fails = self.running[&job].fails;
-                    let outcome = if fails { Outcome::Failed { retryable: true } } else { Outcome::Succeeded };
+                    let outcome = if fails {
+                        Outcome::Failed { retryable: true }
+                    } else {
+                        Outcome::Succeeded
+                    };
                     self.report(job, epoch, outcome, None);
                 }
             }
@@ -335,38 +383,98 @@ impl<'a> Driver<'a> {
         let mut freed = false;
         for event in &events {
             match event {
-                Event::LeaseGranted { at, job, attempt, epoch, placements, .. } => {
+                Event::LeaseGranted {
+                    at,
+                    job,
+                    attempt,
+                    epoch,
+                    placements,
+                    ..
+                } => {
                     let j = self.job_index[job];
-                    let workers: Vec<usize> = placements.iter().map(|p| self.worker_by_name[&p.worker]).collect();
+                    let workers: Vec<usize> = placements
+                        .iter()
+                        .map(|p| self.worker_by_name[&p.worker])
+                        .collect();
                     let sim_job = &self.sc.jobs[j];
-                    let progress = self.running.get(&j).map(|r| r.progress).unwrap_or(self.metrics.progress_of(j));
+                    let progress = self
+                        .running
+                        .get(&j)
+                        .map(|r| r.progress)
+                        .unwrap_or(self.metrics.progress_of(j));
                     let remaining = sim_job.duration.minus(progress);
                     let fails = sim_job.fail_rate > 0.0 && self.rng.unit() < sim_job.fail_rate;
-                    let work = if fails { Dur((remaining.0 as f64 * self.rng.unit()).round() as u64) } else { remaining };
+                    let work = if fails {
+                        Dur((remaining.0 as f64 * self.rng.unit()).round() as u64)
+                    } else {
+                        remaining
+                    };
                     let end = at.plus(work);
                     self.running.insert(
                         j,
-                        Running { epoch: *epoch, attempt: *attempt, start: *at, workers: workers.clone(), fails, progress, undelivered: false },
+                        Running {
+                            epoch: *epoch,
+                            attempt: *attempt,
+                            start: *at,
+                            workers: workers.clone(),
+                            fails,
+                            progress,
+                            undelivered: false,
+                        },
                     );
-                    self.push(end, Ev::Finish { job: j, epoch: *epoch });
+                    self.push(
+                        end,
+                        Ev::Finish {
+                            job: j,
+                            epoch: *epoch,
+                        },
+                    );
                     if let Some(period) = self.sc.heartbeat {
-                        self.push(at.plus(period), Ev::Heartbeat { job: j, epoch: *epoch });
+                        self.push(
+                            at.plus(period),
+                            Ev::Heartbeat {
+                                job: j,
+                                epoch: *epoch,
+                            },
+                        );
                     }
                     let names: Vec<String> = placements.iter().map(|p| p.worker.clone()).collect();
                     let members: u32 = placements.iter().map(|p| p.members).sum();
-                    self.metrics.started(j, *at, *attempt, &names, members, &self.sc.pools, &self.workers_pool_of(&workers));
+                    self.metrics.started(
+                        j,
+                        *at,
+                        *attempt,
+                        &names,
+                        members,
+                        &self.sc.pools,
+                        &self.workers_pool_of(&workers),
+                    );
                 }
                 Event::StopRequested { job, epoch, .. } => {
                     let j = self.job_index[job];
                     if self.running.get(&j).is_some_and(|r| r.epoch == *epoch) {
-                        self.push(self.now.plus(self.sc.stop_delay), Ev::Stop { job: j, epoch: *epoch });
+                        self.push(
+                            self.now.plus(self.sc.stop_delay),
+                            Ev::Stop {
+                                job: j,
+                                epoch: *epoch,
+                            },
+                        );
                     }
                 }
-                Event::AttemptEnded { at, job, end, after, progress, .. } => {
+                Event::AttemptEnded {
+                    at,
+                    job,
+                    end,
+                    after,
+                    progress,
+                    ..
+                } => {
                     let j = self.job_index[job];
                     let r = self.running.remove(&j);
                     freed = true;
-                    self.metrics.ended(j, *at, *end, r.as_ref().map(|r| r.attempt).unwrap_or(0));
+                    self.metrics
+                        .ended(j, *at, *end, r.as_ref().map(|r| r.attempt).unwrap_or(0));
                     if let Some(p) = progress {
                         self.metrics.set_progress(j, *p);
                     } else if *end != AttemptEnd::Preempted || !self.sc.jobs[j].checkpointable {
@@ -383,7 +491,11 @@ impl<'a> Driver<'a> {
                         }
                     }
                 }
-                Event::JobAccepted { spec, deferred_until, .. } => {
+                Event::JobAccepted {
+                    spec,
+                    deferred_until,
+                    ..
+                } => {
                     let j = self.job_index[&spec.id];
                     self.metrics.accepted(j, deferred_until.is_some());
                 }
@@ -402,7 +514,9 @@ impl<'a> Driver<'a> {
                     self.metrics.left_queue(j);
                     self.metrics.closed(j, *at, state);
                 }
-                Event::PolicyPublished { .. } | Event::JobDowngraded { .. } | Event::LeaseExtended { .. } => {}
+                Event::PolicyPublished { .. }
+                | Event::JobDowngraded { .. }
+                | Event::LeaseExtended { .. } => {}
             }
         }
         freed

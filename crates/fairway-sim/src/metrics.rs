@@ -112,16 +112,28 @@ pub struct Metrics {
 fn overlap(a: Time, b: Time, window: (Time, Time)) -> f64 {
     let lo = a.max(window.0);
     let hi = b.min(window.1);
-    if hi > lo { hi.since(lo).as_secs_f64() } else { 0.0 }
+    if hi > lo {
+        hi.since(lo).as_secs_f64()
+    } else {
+        0.0
+    }
 }
 
 fn round6(x: f64) -> f64 {
-    if x.is_finite() { (x * 1e6).round() / 1e6 } else { 0.0 }
+    if x.is_finite() {
+        (x * 1e6).round() / 1e6
+    } else {
+        0.0
+    }
 }
 
 /// The dominant share of `demand` (times `members`) of a `capacity`.
 fn dominant(demand: &BTreeMap<String, f64>, members: f64, capacity: &BTreeMap<String, f64>) -> f64 {
-    let demand = if demand.is_empty() { vec![("cpu", 1.0)] } else { demand.iter().map(|(k, v)| (k.as_str(), *v)).collect() };
+    let demand = if demand.is_empty() {
+        vec![("cpu", 1.0)]
+    } else {
+        demand.iter().map(|(k, v)| (k.as_str(), *v)).collect()
+    };
     demand
         .into_iter()
         .map(|(r, a)| match capacity.get(r) {
@@ -134,10 +146,15 @@ fn dominant(demand: &BTreeMap<String, f64>, members: f64, capacity: &BTreeMap<St
 impl Metrics {
     /// Empty metrics for a scenario.
     pub fn new(sc: &Scenario, events: bool) -> Metrics {
-        let mut tenant_names: BTreeSet<String> = sc.tenants.iter().map(|t| t.name.clone()).collect();
+        let mut tenant_names: BTreeSet<String> =
+            sc.tenants.iter().map(|t| t.name.clone()).collect();
         tenant_names.extend(sc.jobs.iter().map(|j| j.tenant.clone()));
         let tenant_names: Vec<String> = tenant_names.into_iter().collect();
-        let tenant_index: BTreeMap<String, usize> = tenant_names.iter().enumerate().map(|(i, n)| (n.clone(), i)).collect();
+        let tenant_index: BTreeMap<String, usize> = tenant_names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.clone(), i))
+            .collect();
         let class_names: Vec<String> = sc.policy.classes.iter().map(|c| c.name.clone()).collect();
         let mut total_capacity = BTreeMap::new();
         let mut pool_capacity = Vec::new();
@@ -226,16 +243,28 @@ impl Metrics {
                 self.tenants[t].rejected += 1;
                 self.tenants[t].rejected_retryable += 1;
                 self.classes[c].rejected_retryable += 1;
-                *self.tenants[t].reasons.entry(reason.code().to_string()).or_insert(0) += 1;
-                *self.classes[c].reasons.entry(reason.code().to_string()).or_insert(0) += 1;
+                *self.tenants[t]
+                    .reasons
+                    .entry(reason.code().to_string())
+                    .or_insert(0) += 1;
+                *self.classes[c]
+                    .reasons
+                    .entry(reason.code().to_string())
+                    .or_insert(0) += 1;
             }
             Admission::RejectedFinal { reason } => {
                 self.bump("rejected_final");
                 self.tenants[t].rejected += 1;
                 self.tenants[t].rejected_final += 1;
                 self.classes[c].rejected_final += 1;
-                *self.tenants[t].reasons.entry(reason.code().to_string()).or_insert(0) += 1;
-                *self.classes[c].reasons.entry(reason.code().to_string()).or_insert(0) += 1;
+                *self.tenants[t]
+                    .reasons
+                    .entry(reason.code().to_string())
+                    .or_insert(0) += 1;
+                *self.classes[c]
+                    .reasons
+                    .entry(reason.code().to_string())
+                    .or_insert(0) += 1;
             }
         }
     }
@@ -316,7 +345,16 @@ impl Metrics {
 
     /// An attempt started.
     #[allow(clippy::too_many_arguments)]
-    pub fn started(&mut self, j: usize, at: Time, attempt: u32, workers: &[String], members: u32, pools: &[SimPool], pool_of: &[usize]) {
+    pub fn started(
+        &mut self,
+        j: usize,
+        at: Time,
+        attempt: u32,
+        workers: &[String],
+        members: u32,
+        pools: &[SimPool],
+        pool_of: &[usize],
+    ) {
         self.now = at;
         self.set_waiting(j, false);
         let (t, c) = (self.jobs[j].tenant, self.jobs[j].class);
@@ -331,11 +369,22 @@ impl Metrics {
         let pool = pool_of.first().copied().unwrap_or(0);
         let service = dominant(&self.demands[j], members as f64, &self.pool_capacity[pool]);
         let per_worker = dominant(&self.demands[j], members as f64, &pools[pool].capacity);
-        let utilization = if self.total_workers > 0.0 { per_worker / self.total_workers } else { 0.0 };
+        let utilization = if self.total_workers > 0.0 {
+            per_worker / self.total_workers
+        } else {
+            0.0
+        };
         self.set_rates(j, (service, utilization));
         if self.events {
             self.open_attempt.insert(j, self.attempts.len());
-            self.attempts.push(AttemptRecord { job: j, attempt, start: at, end: None, outcome: None, workers: workers.to_vec() });
+            self.attempts.push(AttemptRecord {
+                job: j,
+                attempt,
+                start: at,
+                end: None,
+                outcome: None,
+                workers: workers.to_vec(),
+            });
         }
     }
 
@@ -389,7 +438,8 @@ impl Metrics {
                 if late {
                     self.classes[c].deadline_misses += 1;
                 }
-                self.tenants[t].last_finish = Some(self.tenants[t].last_finish.map_or(at, |x| x.max(at)));
+                self.tenants[t].last_finish =
+                    Some(self.tenants[t].last_finish.map_or(at, |x| x.max(at)));
             }
             JobState::Failed => {
                 self.bump("failed");
@@ -426,7 +476,11 @@ impl Metrics {
         for s in engine.tenant_snapshots() {
             running.insert(s.name.clone(), json!(s.running));
             queued.insert(s.name.clone(), json!(s.queued));
-            let u: Map<String, Value> = s.usage.iter().map(|(k, v)| (k.clone(), json!(round6(*v)))).collect();
+            let u: Map<String, Value> = s
+                .usage
+                .iter()
+                .map(|(k, v)| (k.clone(), json!(round6(*v))))
+                .collect();
             usage.insert(s.name, Value::Object(u));
         }
         self.probes.push(json!({
@@ -481,13 +535,25 @@ impl Metrics {
             .filter(|(i, _)| window > 0.0 && self.tenants[*i].backlogged >= 0.9 * window)
             .map(|(_, n)| n.clone())
             .collect();
-        let others: f64 = shares.iter().filter(|(n, _)| !backlogged.contains(*n)).map(|(_, s)| s).sum();
+        let others: f64 = shares
+            .iter()
+            .filter(|(n, _)| !backlogged.contains(*n))
+            .map(|(_, s)| s)
+            .sum();
         let available = (1.0 - others).max(0.0);
         let spec = |name: &str| self.specs.iter().find(|s| s.name == name);
         let weight = |name: &str| spec(name).and_then(|s| s.weight).unwrap_or(1.0);
-        let floor = |name: &str| spec(name).map(|s| dominant(&s.guarantee, 1.0, &self.total_capacity)).unwrap_or(0.0);
+        let floor = |name: &str| {
+            spec(name)
+                .filter(|s| !s.guarantee.is_empty())
+                .map(|s| dominant(&s.guarantee, 1.0, &self.total_capacity))
+                .unwrap_or(0.0)
+        };
         let cap = |name: &str| {
-            spec(name).filter(|s| !s.limit.is_empty()).map(|s| dominant(&s.limit, 1.0, &self.total_capacity)).unwrap_or(1.0)
+            spec(name)
+                .filter(|s| !s.limit.is_empty())
+                .map(|s| dominant(&s.limit, 1.0, &self.total_capacity))
+                .unwrap_or(1.0)
         };
         // Active nodes: backlogged tenants and their ancestors.
         let mut active: BTreeSet<String> = BTreeSet::new();
@@ -499,16 +565,26 @@ impl Metrics {
             }
         }
         let mut out = BTreeMap::new();
-        let roots: Vec<String> = active.iter().filter(|n| !n.contains('/')).cloned().collect();
+        let roots: Vec<String> = active
+            .iter()
+            .filter(|n| !n.contains('/'))
+            .cloned()
+            .collect();
         let mut stack = vec![(roots, available)];
         while let Some((children, amount)) = stack.pop() {
             let alloc = water_fill(
-                &children.iter().map(|c| (weight(c), floor(c), cap(c))).collect::<Vec<_>>(),
+                &children
+                    .iter()
+                    .map(|c| (weight(c), floor(c), cap(c)))
+                    .collect::<Vec<_>>(),
                 amount,
             );
             for (c, a) in children.iter().zip(alloc) {
-                let grandchildren: Vec<String> =
-                    active.iter().filter(|n| n.rfind('/').is_some_and(|i| &n[..i] == c.as_str())).cloned().collect();
+                let grandchildren: Vec<String> = active
+                    .iter()
+                    .filter(|n| n.rfind('/').is_some_and(|i| &n[..i] == c.as_str()))
+                    .cloned()
+                    .collect();
                 if backlogged.contains(c) && grandchildren.is_empty() {
                     out.insert(c.clone(), a);
                 } else if !grandchildren.is_empty() {
@@ -677,7 +753,15 @@ impl Metrics {
         ));
         out.push_str(&format!(
             "{:<20} {:>9} {:>9} {:>9} {:>8} {:>8} {:>10} {:>10} {:>10}\n",
-            "tenant", "submitted", "completed", "rejected", "share", "entitled", "wait p50 s", "wait p99 s", "wait max s"
+            "tenant",
+            "submitted",
+            "completed",
+            "rejected",
+            "share",
+            "entitled",
+            "wait p50 s",
+            "wait p99 s",
+            "wait max s"
         ));
         for (name, t) in doc["tenants"].as_object().expect("object") {
             out.push_str(&format!(
@@ -687,14 +771,20 @@ impl Metrics {
                 n(&t["completed"]),
                 n(&t["rejected"]),
                 t["service_share"].as_f64().unwrap_or(0.0),
-                t["entitlement"].as_f64().map(|e| format!("{e:.4}")).unwrap_or_else(|| "-".into()),
+                t["entitlement"]
+                    .as_f64()
+                    .map(|e| format!("{e:.4}"))
+                    .unwrap_or_else(|| "-".into()),
                 fmt_opt(&t["wait_s"]["p50"]),
                 fmt_opt(&t["wait_s"]["p99"]),
                 fmt_opt(&t["wait_s"]["max"]),
             ));
         }
         out.push('\n');
-        out.push_str(&format!("{:<20} {:>9} {:>9} {:>10} {:>10} {:>10}\n", "class", "completed", "misses", "wait p50 s", "wait p99 s", "wait max s"));
+        out.push_str(&format!(
+            "{:<20} {:>9} {:>9} {:>10} {:>10} {:>10}\n",
+            "class", "completed", "misses", "wait p50 s", "wait p99 s", "wait max s"
+        ));
         for (name, c) in doc["classes"].as_object().expect("object") {
             out.push_str(&format!(
                 "{:<20} {:>9} {:>9} {:>10} {:>10} {:>10}\n",
@@ -730,7 +820,10 @@ fn percentiles(values: &[f64]) -> Value {
 }
 
 /// Jain's index of share/entitlement over entitled tenants, and the largest |share - entitlement|.
-fn fairness(shares: &BTreeMap<String, f64>, entitled: &BTreeMap<String, f64>) -> (Option<f64>, Option<f64>) {
+fn fairness(
+    shares: &BTreeMap<String, f64>,
+    entitled: &BTreeMap<String, f64>,
+) -> (Option<f64>, Option<f64>) {
     let xs: Vec<f64> = entitled
         .iter()
         .filter(|(_, e)| **e > 0.0)
@@ -741,8 +834,15 @@ fn fairness(shares: &BTreeMap<String, f64>, entitled: &BTreeMap<String, f64>) ->
     }
     let sum: f64 = xs.iter().sum();
     let sq: f64 = xs.iter().map(|x| x * x).sum();
-    let jain = if sq > 0.0 { sum * sum / (xs.len() as f64 * sq) } else { 0.0 };
-    let max_err = entitled.iter().map(|(n, e)| (shares.get(n).copied().unwrap_or(0.0) - e).abs()).fold(0.0, f64::max);
+    let jain = if sq > 0.0 {
+        sum * sum / (xs.len() as f64 * sq)
+    } else {
+        0.0
+    };
+    let max_err = entitled
+        .iter()
+        .map(|(n, e)| (shares.get(n).copied().unwrap_or(0.0) - e).abs())
+        .fold(0.0, f64::max);
     (Some(jain), Some(max_err))
 }
 
@@ -754,13 +854,22 @@ pub(crate) fn water_fill(nodes: &[(f64, f64, f64)], amount: f64) -> Vec<f64> {
     let mut left = amount;
     // Floors first (scaled down if they exceed the amount).
     let floors: f64 = nodes.iter().map(|x| x.1.min(x.2)).sum();
-    let scale = if floors > amount && floors > 0.0 { amount / floors } else { 1.0 };
+    let scale = if floors > amount && floors > 0.0 {
+        amount / floors
+    } else {
+        1.0
+    };
     for (i, x) in nodes.iter().enumerate() {
         alloc[i] = x.1.min(x.2) * scale;
         left -= alloc[i];
     }
     for _ in 0..=n {
-        let weight: f64 = nodes.iter().enumerate().filter(|(i, _)| !fixed[*i]).map(|(_, x)| x.0).sum();
+        let weight: f64 = nodes
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !fixed[*i])
+            .map(|(_, x)| x.0)
+            .sum();
         if weight <= 0.0 || left <= 1e-15 {
             break;
         }

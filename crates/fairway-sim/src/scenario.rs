@@ -2,7 +2,9 @@
 //! sections around a policy (see DESIGN.md, "Scenario files"). Unknown keys and references to
 //! undeclared tenants, classes or pools are errors that name the file, line and key.
 
-use fairway_core::config::{ClassSpec, ConfigError, DurStr, PolicySection, PoolSpec, TenantSpec, key_line, line_of};
+use fairway_core::config::{
+    ClassSpec, ConfigError, DurStr, PolicySection, PoolSpec, TenantSpec, key_line, line_of,
+};
 use fairway_core::policy::{DEFAULT_CLASS, Policy};
 use fairway_core::{Dur, Time};
 use serde::Deserialize;
@@ -331,18 +333,35 @@ impl Scenario {
         let text = std::fs::read_to_string(path).map_err(|e| {
             ScenarioErrors(vec![ScenarioError {
                 path: Some(path.to_path_buf()),
-                error: ConfigError { line: None, key: None, message: format!("cannot read: {e}") },
+                error: ConfigError {
+                    line: None,
+                    key: None,
+                    message: format!("cannot read: {e}"),
+                },
             }])
         })?;
         Scenario::from_text(&text, Some(path), overrides)
     }
 
     /// Parses and validates scenario text (`path` names it in errors and anchors `[trace]`).
-    pub fn from_text(text: &str, path: Option<&Path>, overrides: &Overrides) -> Result<Scenario, ScenarioErrors> {
+    pub fn from_text(
+        text: &str,
+        path: Option<&Path>,
+        overrides: &Overrides,
+    ) -> Result<Scenario, ScenarioErrors> {
         let wrap = |errors: Vec<ConfigError>| {
-            ScenarioErrors(errors.into_iter().map(|error| ScenarioError { path: path.map(Path::to_path_buf), error }).collect())
+            ScenarioErrors(
+                errors
+                    .into_iter()
+                    .map(|error| ScenarioError {
+                        path: path.map(Path::to_path_buf),
+                        error,
+                    })
+                    .collect(),
+            )
         };
-        let mut file: ScenarioFile = toml::from_str(text).map_err(|e| wrap(vec![ConfigError::from_toml(text, &e)]))?;
+        let mut file: ScenarioFile =
+            toml::from_str(text).map_err(|e| wrap(vec![ConfigError::from_toml(text, &e)]))?;
         if let Some(p) = overrides.policy {
             file.policy.name = p;
         }
@@ -357,29 +376,54 @@ impl Scenario {
         let has_faults = !file.fault.is_empty();
         let heartbeat = match (file.sim.heartbeat, has_faults) {
             (Some(h), _) => Some(h.0),
-            (None, true) => Some(Dur(file.policy.lease.map(|l| l.0).unwrap_or(Dur::from_secs(30)).0 / 3)),
+            (None, true) => Some(Dur(file
+                .policy
+                .lease
+                .map(|l| l.0)
+                .unwrap_or(Dur::from_secs(30))
+                .0
+                / 3)),
             (None, false) => None,
         };
         if heartbeat.is_none() && file.policy.lease.is_none() {
             // Without faults nobody goes silent: leases are made long enough never to expire.
             file.policy.lease = Some(DurStr(Dur::from_secs(100 * 365 * 86400)));
         }
-        let policy = match Policy::from_sections(&file.policy, &file.pool, &file.tenant, &file.class, text) {
+        let policy = match Policy::from_sections(
+            &file.policy,
+            &file.pool,
+            &file.tenant,
+            &file.class,
+            text,
+        ) {
             Ok(p) => Some(p),
             Err(e) => {
                 errors.extend(e);
                 None
             }
         };
-        let classes: BTreeSet<String> =
-            file.class.iter().map(|c| c.get_ref().name.clone()).chain([DEFAULT_CLASS.to_string()]).collect();
-        let tenants: BTreeSet<String> = file.tenant.iter().map(|t| t.get_ref().name.clone()).collect();
+        let classes: BTreeSet<String> = file
+            .class
+            .iter()
+            .map(|c| c.get_ref().name.clone())
+            .chain([DEFAULT_CLASS.to_string()])
+            .collect();
+        let tenants: BTreeSet<String> = file
+            .tenant
+            .iter()
+            .map(|t| t.get_ref().name.clone())
+            .collect();
         let mut pools = Vec::new();
         for p in &file.pool {
             let spec = p.get_ref();
             let workers = spec.workers.unwrap_or(1);
             if spec.capacity.is_empty() {
-                errors.push(err_key(text, p.span().start, "capacity", "a simulated pool needs a capacity per worker"));
+                errors.push(err_key(
+                    text,
+                    p.span().start,
+                    "capacity",
+                    "a simulated pool needs a capacity per worker",
+                ));
             }
             pools.push(SimPool {
                 name: spec.name.clone(),
@@ -391,15 +435,37 @@ impl Scenario {
         let mut jobs = trace_jobs;
         let mut rng = crate::rng::Rng::new(file.sim.seed ^ 0x5EED_0F_A1C);
         for (i, s) in file.stream.iter().enumerate() {
-            expand(text, s, Some(i), &classes, &tenants, &mut rng, &mut jobs, &mut errors);
+            expand(
+                text,
+                s,
+                Some(i),
+                &classes,
+                &tenants,
+                &mut rng,
+                &mut jobs,
+                &mut errors,
+            );
         }
         for j in &file.job {
-            expand(text, j, None, &classes, &tenants, &mut rng, &mut jobs, &mut errors);
+            expand(
+                text,
+                j,
+                None,
+                &classes,
+                &tenants,
+                &mut rng,
+                &mut jobs,
+                &mut errors,
+            );
         }
         let mut ids = BTreeSet::new();
         for j in &jobs {
             if !ids.insert(j.id.as_str()) {
-                errors.push(ConfigError { line: None, key: Some("id".into()), message: format!("job id {:?} is used twice", j.id) });
+                errors.push(ConfigError {
+                    line: None,
+                    key: Some("id".into()),
+                    message: format!("job id {:?} is used twice", j.id),
+                });
                 break;
             }
         }
@@ -408,10 +474,20 @@ impl Scenario {
         for f in &file.fault {
             let spec = f.get_ref();
             if !pool_names.contains(spec.pool.as_str()) {
-                errors.push(err_key(text, f.span().start, "pool", format!("unknown pool {:?}", spec.pool)));
+                errors.push(err_key(
+                    text,
+                    f.span().start,
+                    "pool",
+                    format!("unknown pool {:?}", spec.pool),
+                ));
             }
             if spec.lost.is_none() && spec.returned.is_none() {
-                errors.push(err_key(text, f.span().start, "lost", "a fault loses or returns workers: set `lost` or `returned`"));
+                errors.push(err_key(
+                    text,
+                    f.span().start,
+                    "lost",
+                    "a fault loses or returns workers: set `lost` or `returned`",
+                ));
             }
             faults.push(SimFault {
                 at: Time(spec.at.0.0),
@@ -425,7 +501,12 @@ impl Scenario {
             Some(m) if m.len() == 2 && m[0].0 < m[1].0 => (Time(m[0].0.0), Some(Time(m[1].0.0))),
             Some(_) => {
                 let start = text.find("[sim]").unwrap_or(0);
-                errors.push(err_key(text, start, "measure", "must be two instants, [start, end], start before end"));
+                errors.push(err_key(
+                    text,
+                    start,
+                    "measure",
+                    "must be two instants, [start, end], start before end",
+                ));
                 (Time::ZERO, None)
             }
         };
@@ -433,7 +514,11 @@ impl Scenario {
             return Err(wrap(errors));
         }
         jobs.sort_by_key(|j| j.at);
-        let mut probes: Vec<Time> = file.probe.iter().map(|p| Time(p.get_ref().at.0.0)).collect();
+        let mut probes: Vec<Time> = file
+            .probe
+            .iter()
+            .map(|p| Time(p.get_ref().at.0.0))
+            .collect();
         probes.sort();
         probes.dedup();
         faults.sort_by_key(|f| f.at);
@@ -454,7 +539,11 @@ impl Scenario {
 }
 
 fn err_key(text: &str, start: usize, key: &str, message: impl Into<String>) -> ConfigError {
-    ConfigError { line: Some(key_line(text, start, key)), key: Some(key.to_string()), message: message.into() }
+    ConfigError {
+        line: Some(key_line(text, start, key)),
+        key: Some(key.to_string()),
+        message: message.into(),
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -472,15 +561,33 @@ fn expand(
     let s = spanned.get_ref();
     let before = errors.len();
     if !tenants.contains(&s.tenant) {
-        errors.push(err_key(text, start, "tenant", format!("tenant {:?} is not declared in a [[tenant]] section", s.tenant)));
+        errors.push(err_key(
+            text,
+            start,
+            "tenant",
+            format!(
+                "tenant {:?} is not declared in a [[tenant]] section",
+                s.tenant
+            ),
+        ));
     }
     if let Some(c) = &s.class
         && !classes.contains(c)
     {
-        errors.push(err_key(text, start, "class", format!("class {c:?} is not declared in a [[class]] section")));
+        errors.push(err_key(
+            text,
+            start,
+            "class",
+            format!("class {c:?} is not declared in a [[class]] section"),
+        ));
     }
     if !(s.fail_rate.is_finite() && (0.0..1.0).contains(&s.fail_rate)) {
-        errors.push(err_key(text, start, "fail_rate", "must be a fraction in [0, 1)"));
+        errors.push(err_key(
+            text,
+            start,
+            "fail_rate",
+            "must be a fraction in [0, 1)",
+        ));
     }
     let count = match (stream_index, s.count) {
         (Some(_), Some(c)) => c,
@@ -489,7 +596,12 @@ fn expand(
             0
         }
         (None, Some(_)) => {
-            errors.push(err_key(text, start, "count", "a single [[job]] has no count (use [[stream]])"));
+            errors.push(err_key(
+                text,
+                start,
+                "count",
+                "a single [[job]] has no count (use [[stream]])",
+            ));
             1
         }
         (None, None) => 1,
@@ -498,24 +610,46 @@ fn expand(
         errors.push(err_key(text, start, "id", "a [[job]] needs an id"));
     }
     if stream_index.is_none() && s.rate.is_some() {
-        errors.push(err_key(text, start, "rate", "a single [[job]] has no rate (use [[stream]])"));
+        errors.push(err_key(
+            text,
+            start,
+            "rate",
+            "a single [[job]] has no rate (use [[stream]])",
+        ));
     }
     if let Some(r) = s.rate
         && !(r.is_finite() && r > 0.0)
     {
-        errors.push(err_key(text, start, "rate", "must be a positive number of arrivals per second"));
+        errors.push(err_key(
+            text,
+            start,
+            "rate",
+            "must be a positive number of arrivals per second",
+        ));
     }
     if s.no_estimate && s.estimate.is_some() {
-        errors.push(err_key(text, start, "no_estimate", "contradicts `estimate`"));
+        errors.push(err_key(
+            text,
+            start,
+            "no_estimate",
+            "contradicts `estimate`",
+        ));
     }
     if jobs.len() as u64 + count > MAX_SCENARIO_JOBS {
-        errors.push(err_key(text, start, "count", format!("the scenario would have more than {MAX_SCENARIO_JOBS} jobs")));
+        errors.push(err_key(
+            text,
+            start,
+            "count",
+            format!("the scenario would have more than {MAX_SCENARIO_JOBS} jobs"),
+        ));
     }
     if errors.len() > before {
         return;
     }
     let line = line_of(text, start);
-    let prefix = s.id.clone().unwrap_or_else(|| format!("{}-s{}", s.tenant, stream_index.unwrap_or(line)));
+    let prefix =
+        s.id.clone()
+            .unwrap_or_else(|| format!("{}-s{}", s.tenant, stream_index.unwrap_or(line)));
     let mut t = s.at.0.0 as f64;
     for i in 0..count {
         let at = match (s.rate, s.arrivals) {
@@ -530,12 +664,20 @@ fn expand(
         };
         let at = Time(at);
         jobs.push(SimJob {
-            id: if stream_index.is_some() { format!("{prefix}-{i}") } else { prefix.clone() },
+            id: if stream_index.is_some() {
+                format!("{prefix}-{i}")
+            } else {
+                prefix.clone()
+            },
             tenant: s.tenant.clone(),
             class: s.class.clone().unwrap_or_else(|| DEFAULT_CLASS.to_string()),
             at,
             duration: s.duration.0,
-            estimate: if s.no_estimate { None } else { Some(s.estimate.map(|e| e.0).unwrap_or(s.duration.0)) },
+            estimate: if s.no_estimate {
+                None
+            } else {
+                Some(s.estimate.map(|e| e.0).unwrap_or(s.duration.0))
+            },
             deadline: s.deadline.map(|d| at.plus(d.0)),
             not_before: s.not_before.map(|d| at.plus(d.0)),
             priority: s.priority,
@@ -560,10 +702,18 @@ fn load_trace(
     errors: &mut Vec<ConfigError>,
 ) -> Vec<SimJob> {
     let (swf_path, section, start) = match (&overrides.swf, &file.trace) {
-        (Some(p), t) => (p.clone(), t.as_ref().map(|t| t.get_ref().clone()), t.as_ref().map(|t| t.span().start).unwrap_or(0)),
+        (Some(p), t) => (
+            p.clone(),
+            t.as_ref().map(|t| t.get_ref().clone()),
+            t.as_ref().map(|t| t.span().start).unwrap_or(0),
+        ),
         (None, Some(t)) => {
             let base = path.and_then(Path::parent).unwrap_or(Path::new("."));
-            (base.join(&t.get_ref().swf), Some(t.get_ref().clone()), t.span().start)
+            (
+                base.join(&t.get_ref().swf),
+                Some(t.get_ref().clone()),
+                t.span().start,
+            )
         }
         (None, None) => return Vec::new(),
     };
@@ -582,10 +732,20 @@ fn load_trace(
     if file.pool.is_empty() {
         file.pool.push(Spanned::new(0..0, pool));
     }
-    let declared: BTreeSet<String> = file.tenant.iter().map(|t| t.get_ref().name.clone()).collect();
+    let declared: BTreeSet<String> = file
+        .tenant
+        .iter()
+        .map(|t| t.get_ref().name.clone())
+        .collect();
     for t in tenants {
         if !declared.contains(&t) {
-            file.tenant.push(Spanned::new(0..0, TenantSpec { name: t, ..TenantSpec::default() }));
+            file.tenant.push(Spanned::new(
+                0..0,
+                TenantSpec {
+                    name: t,
+                    ..TenantSpec::default()
+                },
+            ));
         }
     }
     jobs

@@ -64,7 +64,11 @@ pub fn run(args: SimArgs) -> ExitCode {
     if let Some(Compat::Rlscheduler) = args.compat {
         return run_rlscheduler(&args);
     }
-    let mut overrides = Overrides { seed: args.seed, swf: args.swf.clone(), ..Overrides::default() };
+    let mut overrides = Overrides {
+        seed: args.seed,
+        swf: args.swf.clone(),
+        ..Overrides::default()
+    };
     if let Some(p) = &args.policy {
         match PolicyName::parse(p) {
             Ok(p) => overrides.policy = Some(p),
@@ -86,11 +90,20 @@ pub fn run(args: SimArgs) -> ExitCode {
         Ok(s) => s,
         Err(e) => return fail(e),
     };
-    let metrics = fairway_sim::run(&scenario, RunOptions { events: args.events, progress: None });
+    let metrics = fairway_sim::run(
+        &scenario,
+        RunOptions {
+            events: args.events,
+            progress: None,
+        },
+    );
     match args.format {
         Format::Json => {
             let doc = metrics.to_json();
-            println!("{}", serde_json::to_string_pretty(&doc).expect("JSON serializes"));
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&doc).expect("JSON serializes")
+            );
         }
         Format::Text => print!("{}", metrics.to_text()),
     }
@@ -98,7 +111,9 @@ pub fn run(args: SimArgs) -> ExitCode {
 }
 
 fn run_rlscheduler(args: &SimArgs) -> ExitCode {
-    let Some(swf) = &args.swf else { return fail("--compat rlscheduler needs --swf FILE") };
+    let Some(swf) = &args.swf else {
+        return fail("--compat rlscheduler needs --swf FILE");
+    };
     let trace = match fairway_sim::swf::parse_swf_file(swf) {
         Ok(t) => t,
         Err(e) => return fail(e),
@@ -113,7 +128,11 @@ fn run_rlscheduler(args: &SimArgs) -> ExitCode {
     options.backfill = match args.backfill.as_deref() {
         None | Some("none") => false,
         Some("easy") => true,
-        Some(other) => return fail(format!("--compat rlscheduler supports --backfill none or easy, not {other:?}")),
+        Some(other) => {
+            return fail(format!(
+                "--compat rlscheduler supports --backfill none or easy, not {other:?}"
+            ));
+        }
     };
     if let Some(starts) = &args.starts {
         options.starts = starts.clone();
@@ -124,11 +143,18 @@ fn run_rlscheduler(args: &SimArgs) -> ExitCode {
     match run_compat(&trace, &options) {
         Ok(report) => {
             match args.format {
-                Format::Json => println!("{}", serde_json::to_string_pretty(&report.to_json()).expect("JSON")),
+                Format::Json => println!(
+                    "{}",
+                    serde_json::to_string_pretty(&report.to_json()).expect("JSON")
+                ),
                 Format::Text => {
                     println!(
                         "{} backfill={}: avg bounded slowdown {:.2}, utilization {:.3}, avg wait {:.1} s",
-                        report.policy, report.backfill, report.avg_bounded_slowdown, report.utilization, report.avg_wait_s
+                        report.policy,
+                        report.backfill,
+                        report.avg_bounded_slowdown,
+                        report.utilization,
+                        report.avg_wait_s
                     );
                     for s in &report.sequences {
                         println!(

@@ -7,13 +7,13 @@ use super::Engine;
 use super::state::{Attempt, Finished, Job, NodeKind};
 use crate::config::PolicyName;
 use crate::event::{AfterAttempt, AttemptEnd, Event, StopReason};
+use crate::ids::NodeIdx;
 use crate::ids::{JobIdx, TenantIdx};
 use crate::job::{JobSpec, JobState};
 use crate::policy::{COST_PER_WORKER_SECOND, Policy};
 use crate::queue::OrderKey;
 use crate::shape::ShapeKey;
 use crate::time::{Dur, Time};
-use crate::ids::NodeIdx;
 
 /// The demand of a job that declares none.
 pub(crate) fn default_demand() -> std::collections::BTreeMap<String, f64> {
@@ -41,13 +41,25 @@ impl Engine {
     pub fn apply(&mut self, event: &Event) {
         self.observe(event.at());
         match event {
-            Event::PolicyPublished { at, version, source } => {
+            Event::PolicyPublished {
+                at,
+                version,
+                source,
+            } => {
                 let policy = Policy::from_text(source).unwrap_or_else(|errors| {
                     panic!("a published policy no longer validates: {errors:?}")
                 });
                 self.install_policy(*at, *version, policy);
             }
-            Event::JobAccepted { at, seq, spec, estimate, deferred_until, wfq_tag, cost } => {
+            Event::JobAccepted {
+                at,
+                seq,
+                spec,
+                estimate,
+                deferred_until,
+                wfq_tag,
+                cost,
+            } => {
                 self.apply_accepted(*at, *seq, spec, *estimate, *deferred_until, *wfq_tag, *cost);
             }
             Event::JobEligible { job, .. } => {
@@ -103,7 +115,12 @@ impl Engine {
                     *worker_share,
                 );
             }
-            Event::LeaseExtended { job, expires, progress, .. } => {
+            Event::LeaseExtended {
+                job,
+                expires,
+                progress,
+                ..
+            } => {
                 let j = self.lookup(job);
                 let old = self.job(j).attempt.as_ref().expect("running").expires;
                 self.expiries.remove(&(old, j));
@@ -114,7 +131,12 @@ impl Engine {
                     job.progress = *p;
                 }
             }
-            Event::StopRequested { job, reason, deadline, .. } => {
+            Event::StopRequested {
+                job,
+                reason,
+                deadline,
+                ..
+            } => {
                 let j = self.lookup(job);
                 let expires = self.job(j).attempt.as_ref().expect("running").expires;
                 self.expiries.remove(&(expires, j));
@@ -126,7 +148,15 @@ impl Engine {
                     job.epoch += 1;
                 }
             }
-            Event::AttemptEnded { at, job, end, usage, progress, after, .. } => {
+            Event::AttemptEnded {
+                at,
+                job,
+                end,
+                usage,
+                progress,
+                after,
+                ..
+            } => {
                 let j = self.lookup(job);
                 self.apply_ended(j, *at, *end, *usage, *progress, *after);
             }
@@ -141,13 +171,20 @@ impl Engine {
                 self.stats.expired += 1;
                 let class = self.job(j).class;
                 self.classes[class as usize].deadline_misses += 1;
-                self.finish_job(j, JobState::Expired, Some("deadline can no longer be met".to_string()));
+                self.finish_job(
+                    j,
+                    JobState::Expired,
+                    Some("deadline can no longer be met".to_string()),
+                );
             }
         }
     }
 
     fn lookup(&self, id: &str) -> JobIdx {
-        *self.job_by_id.get(id).unwrap_or_else(|| panic!("event names unknown job {id:?}"))
+        *self
+            .job_by_id
+            .get(id)
+            .unwrap_or_else(|| panic!("event names unknown job {id:?}"))
     }
 
     /// Takes a waiting (queued or deferred) job out of wherever it waits.
@@ -174,10 +211,17 @@ impl Engine {
         cost: u128,
     ) {
         let tenant = self.tenant_for(&spec.tenant);
-        let class = self.class_index(spec.class.as_deref()).expect("accepted job's class exists");
-        let key = self.shape_key(spec, class).expect("accepted job's shape is valid");
+        let class = self
+            .class_index(spec.class.as_deref())
+            .expect("accepted job's class exists");
+        let key = self
+            .shape_key(spec, class)
+            .expect("accepted job's shape is valid");
         let is_gang = key.gang_min > 1;
-        let shape = self.shapes.acquire(key).expect("accepted job's shape was admitted");
+        let shape = self
+            .shapes
+            .acquire(key)
+            .expect("accepted job's shape was admitted");
         if is_gang {
             self.gang_shapes += 1;
         }
@@ -190,7 +234,10 @@ impl Engine {
             }
         };
         let class_policy = &self.classes[class as usize].policy;
-        let max_attempts = spec.max_attempts.unwrap_or(class_policy.max_attempts).clamp(1, class_policy.max_attempts.max(1));
+        let max_attempts = spec
+            .max_attempts
+            .unwrap_or(class_policy.max_attempts)
+            .clamp(1, class_policy.max_attempts.max(1));
         let not_before = deferred_until.unwrap_or(at);
         self.jobs[j.ix()] = Some(Job {
             id: spec.id.clone().into_boxed_str(),
@@ -251,13 +298,19 @@ impl Engine {
             self.resources.vector(&spec.demand)?
         };
         if demand.is_zero() {
-            return Err("the demand requests no resource (every job needs some capacity)".to_string());
+            return Err(
+                "the demand requests no resource (every job needs some capacity)".to_string(),
+            );
         }
         let gang = spec.gang.max(1);
         let gang_min = spec.gang_min.unwrap_or(gang).clamp(1, gang);
         Ok(ShapeKey {
             demand,
-            requires: spec.requires.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            requires: spec
+                .requires
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
             class,
             preemptible: spec.preemptible,
             gang,
@@ -310,7 +363,9 @@ impl Engine {
         // Charges: each level's virtual time advances by its share of the estimated work.
         let charge_cost = estimate.0 as u128;
         for (i, &n) in path.iter().enumerate() {
-            let parent = self.nodes[n.ix()].parent.expect("charged node has a parent");
+            let parent = self.nodes[n.ix()]
+                .parent
+                .expect("charged node has a parent");
             let v = self.nodes[n.ix()].vtime;
             let pv = &mut self.nodes[parent.ix()].child_v;
             *pv = (*pv).max(v);
@@ -338,7 +393,10 @@ impl Engine {
             }
         }
         let est_cost = worker_share as u128 * estimate.0 as u128;
-        let pool_name = placements.first().map(|(w, _)| self.workers[w.ix()].pool.clone()).unwrap_or_default();
+        let pool_name = placements
+            .first()
+            .map(|(w, _)| self.workers[w.ix()].pool.clone())
+            .unwrap_or_default();
         {
             let t = &mut self.tenants[tenant.ix()];
             t.ledger.in_flight += est_cost;
@@ -385,7 +443,11 @@ impl Engine {
         progress: Option<Dur>,
         after: AfterAttempt,
     ) {
-        let a = self.job_mut(j).attempt.take().expect("ended attempt was running");
+        let a = self
+            .job_mut(j)
+            .attempt
+            .take()
+            .expect("ended attempt was running");
         let worker_share = a.worker_share as u128;
         let (tenant, class, shape, leaf) = {
             let job = self.job(j);
@@ -410,9 +472,15 @@ impl Engine {
             worker.used.sub_times(&part, 1);
             worker.jobs.remove(&j);
             pool_name = worker.pool.clone();
-            let p = self.pools.get_mut(&worker.pool).expect("pool of a placement");
+            let p = self
+                .pools
+                .get_mut(&worker.pool)
+                .expect("pool of a placement");
             p.used.sub_times(&part, 1);
-            p.class_used.get_mut(&class).expect("class usage").sub_times(&part, 1);
+            p.class_used
+                .get_mut(&class)
+                .expect("class usage")
+                .sub_times(&part, 1);
         }
         // Reconcile: charge actual usage instead of the estimate.
         let (more, delta) = if usage >= a.estimate {
@@ -486,8 +554,12 @@ impl Engine {
         match after {
             AfterAttempt::Done(state) => {
                 let reason = match end {
-                    AttemptEnd::Failed { retryable: false } => Some("failed (not retryable)".to_string()),
-                    AttemptEnd::Failed { .. } | AttemptEnd::Expired if state == JobState::Failed => {
+                    AttemptEnd::Failed { retryable: false } => {
+                        Some("failed (not retryable)".to_string())
+                    }
+                    AttemptEnd::Failed { .. } | AttemptEnd::Expired
+                        if state == JobState::Failed =>
+                    {
                         Some("attempts or retry budget exhausted".to_string())
                     }
                     _ => None,
@@ -498,7 +570,11 @@ impl Engine {
                 }
                 self.finish_job(j, state, reason);
             }
-            AfterAttempt::Requeue { not_before, seq, retry } => {
+            AfterAttempt::Requeue {
+                not_before,
+                seq,
+                retry,
+            } => {
                 if retry {
                     self.stats.retries += 1;
                 }
@@ -525,7 +601,14 @@ impl Engine {
 
     /// Learns from a finished attempt how honest the tenant's estimates are in this class.
     /// Returns whether the tenant underestimates repeatedly.
-    fn note_estimate(&mut self, t: TenantIdx, class: u16, end: AttemptEnd, usage: Dur, estimate: Dur) -> bool {
+    fn note_estimate(
+        &mut self,
+        t: TenantIdx,
+        class: u16,
+        end: AttemptEnd,
+        usage: Dur,
+        estimate: Dur,
+    ) -> bool {
         let e = self.tenants[t.ix()].estimators.entry(class).or_default();
         if end != AttemptEnd::Succeeded {
             return e.strikes >= 3;
@@ -607,7 +690,11 @@ impl Engine {
         let elapsed = at.since(d.window_start);
         if elapsed >= window {
             let rate = d.window_cost * 1_000_000_000 / elapsed.0.max(1) as u128;
-            d.rate = if d.windows == 0 { rate } else { (d.rate * 3 + rate) / 4 };
+            d.rate = if d.windows == 0 {
+                rate
+            } else {
+                (d.rate * 3 + rate) / 4
+            };
             d.windows += 1;
             d.window_cost = 0;
             d.window_start = at;
@@ -628,5 +715,6 @@ impl Engine {
 
 /// Tokens a bucket refilling at `rate` (cost units per second) gains from `since` to `now`.
 pub(crate) fn refill(rate: Option<u128>, since: Time, now: Time) -> u128 {
-    rate.map(|r| r * now.since(since).0 as u128 / 1_000_000_000).unwrap_or(0)
+    rate.map(|r| r * now.since(since).0 as u128 / 1_000_000_000)
+        .unwrap_or(0)
 }

@@ -76,9 +76,11 @@ impl Engine {
             self.worker_join(w, group, &offer.pool, capacity);
         }
         let worker = &mut self.workers[w.ix()];
-        self.worker_ttl.remove(&(worker.last_seen.plus(self.config.worker_ttl), w));
+        self.worker_ttl
+            .remove(&(worker.last_seen.plus(self.config.worker_ttl), w));
         worker.last_seen = now;
-        self.worker_ttl.insert((now.plus(self.config.worker_ttl), w));
+        self.worker_ttl
+            .insert((now.plus(self.config.worker_ttl), w));
         worker.max_jobs_left = offer.max_jobs;
         worker.polling = offer.max_jobs > 0;
         let set = self.polling.entry(group).or_default();
@@ -141,7 +143,9 @@ impl Engine {
 
     fn worker_leave(&mut self, w: WorkerIdx) {
         self.stop_polling(w);
-        let Some(g) = self.workers[w.ix()].group.take() else { return };
+        let Some(g) = self.workers[w.ix()].group.take() else {
+            return;
+        };
         self.groups.get_mut(g).workers.remove(&w);
         let capacity = self.workers[w.ix()].capacity.clone();
         let pool = self.workers[w.ix()].pool.clone();
@@ -163,7 +167,8 @@ impl Engine {
                 self.groups.get_mut(g).forget_shape(ShapeId(s as u32));
             }
         }
-        if group_appeared_or_vanished || self.gang_shapes > 0 || self.policy.name == PolicyName::Drf {
+        if group_appeared_or_vanished || self.gang_shapes > 0 || self.policy.name == PolicyName::Drf
+        {
             self.rekey_all();
         }
     }
@@ -209,8 +214,12 @@ impl Engine {
         let now = self.observe(now);
         self.process_caps(now);
         let mut leases = Vec::new();
-        let groups: Vec<GroupId> =
-            self.polling.iter().filter(|(_, set)| !set.is_empty()).map(|(g, _)| *g).collect();
+        let groups: Vec<GroupId> = self
+            .polling
+            .iter()
+            .filter(|(_, set)| !set.is_empty())
+            .map(|(g, _)| *g)
+            .collect();
         for g in groups {
             self.pass(g, &mut leases);
         }
@@ -230,20 +239,30 @@ impl Engine {
             Backfill::Conservative => self.policy.reservation_depth,
         };
         let window = self.policy.backfill_window;
+        // The queue-order policies keep one global order: without backfilling, the first job
+        // that cannot start blocks every later one (of the shapes this group can run).
+        let one_queue = backfill == Backfill::None
+            && matches!(
+                self.policy.name,
+                PolicyName::Fifo | PolicyName::Strict | PolicyName::Sjf
+            );
         let mut reservations: Vec<Reservation> = Vec::new();
         let mut set_aside: Vec<JobIdx> = Vec::new();
         let mut passed_over = 0usize;
         let mut grants = 0usize;
         loop {
-            if !self.polling.get(&g).is_some_and(|s| !s.is_empty()) || grants >= MAX_GRANTS_PER_PASS {
+            if !self.polling.get(&g).is_some_and(|s| !s.is_empty()) || grants >= MAX_GRANTS_PER_PASS
+            {
                 break;
             }
             // While reservations may still be made, the policy's next choice is taken whatever
             // its shape; after that, only shapes that fit now can start.
-            let only_fitting = reservations.len() >= depth;
+            let only_fitting = reservations.len() >= depth && !one_queue;
             let pick = if only_fitting {
                 let mut cache: FxHashMap<ShapeId, bool> = FxHashMap::default();
-                self.select(g, &mut |s| *cache.entry(s).or_insert_with(|| self.fits_now(g, s)))
+                self.select(g, &mut |s| {
+                    *cache.entry(s).or_insert_with(|| self.fits_now(g, s))
+                })
             } else {
                 self.select(g, &mut |_| true)
             };
@@ -257,9 +276,19 @@ impl Engine {
                 continue;
             }
             if let Some((placements, borrowed)) = self.try_place(j, g, &mut reservations) {
-                self.grant(j, leaf, placements, borrowed, !reservations.is_empty(), leases);
+                self.grant(
+                    j,
+                    leaf,
+                    placements,
+                    borrowed,
+                    !reservations.is_empty(),
+                    leases,
+                );
                 grants += 1;
                 continue;
+            }
+            if one_queue {
+                break;
             }
             if reservations.len() < depth
                 && let Some(r) = self.earliest_start(j, g, &reservations)
@@ -311,7 +340,9 @@ impl Engine {
         if self.hold_status(g, s).is_none() {
             return false;
         }
-        let Some(polling) = self.polling.get(&g) else { return false };
+        let Some(polling) = self.polling.get(&g) else {
+            return false;
+        };
         let mut members = 0u64;
         for &w in polling {
             let worker = &self.workers[w.ix()];
@@ -342,7 +373,9 @@ impl Engine {
         }
         let shape = self.shapes.get(s);
         let pool_name = &self.groups.get(g).pool;
-        let Some(pool) = self.pools.get(pool_name) else { return Some(false) };
+        let Some(pool) = self.pools.get(pool_name) else {
+            return Some(false);
+        };
         let holds = self.holds_above(pool_name, shape.class);
         if holds.is_zero() {
             return Some(false);
@@ -363,7 +396,9 @@ impl Engine {
     /// Capacity of `pool` held for bands of higher priority than `class` and not used by them.
     pub(crate) fn holds_above(&self, pool: &str, class: u16) -> ResVec {
         let mut holds = ResVec::default();
-        let Some(p) = self.pools.get(pool) else { return holds };
+        let Some(p) = self.pools.get(pool) else {
+            return holds;
+        };
         let priority = self.classes[class as usize].policy.priority;
         for (c, rt) in self.classes.iter().enumerate() {
             let cp = &rt.policy;
@@ -396,7 +431,10 @@ impl Engine {
             if worker.max_jobs_left == 0 {
                 continue;
             }
-            let mut copies = worker.free().copies_of(&shape.demand).min(shape.gang as u64);
+            let mut copies = worker
+                .free()
+                .copies_of(&shape.demand)
+                .min(shape.gang as u64);
             for r in reservations.iter() {
                 if end <= r.start {
                     continue;
@@ -464,7 +502,12 @@ impl Engine {
             .filter_map(|&j| {
                 let job = self.job(j);
                 let a = job.attempt.as_ref()?;
-                let members = a.placements.iter().find(|(pw, _)| *pw == w).map(|(_, m)| *m).unwrap_or(0);
+                let members = a
+                    .placements
+                    .iter()
+                    .find(|(pw, _)| *pw == w)
+                    .map(|(_, m)| *m)
+                    .unwrap_or(0);
                 let end = a.started.plus(a.estimate).max(soon);
                 Some((end, self.shapes.get(job.shape).demand.times(members as u64)))
             })
@@ -474,7 +517,11 @@ impl Engine {
     /// The free capacity of worker `w` from now on, as steps `(from, free)`, given the attempts
     /// it runs and the reservations made; and whether free capacity only grows (no reservation
     /// starts later), which makes the least free capacity over an interval its value at the start.
-    fn free_profile(&self, w: WorkerIdx, reservations: &[Reservation]) -> (Vec<(Time, ResVec)>, bool) {
+    fn free_profile(
+        &self,
+        w: WorkerIdx,
+        reservations: &[Reservation],
+    ) -> (Vec<(Time, ResVec)>, bool) {
         let capacity = &self.workers[w.ix()].capacity;
         let mut used = ResVec::default();
         // (time, order, demand, acquire): releases sort before acquisitions at the same instant.
@@ -517,7 +564,12 @@ impl Engine {
 
     /// The earliest instant at which job `j` could start in group `g`, given the attempts
     /// running and the reservations already made, and where: the job's reservation.
-    pub(crate) fn earliest_start(&self, j: JobIdx, g: GroupId, reservations: &[Reservation]) -> Option<Reservation> {
+    pub(crate) fn earliest_start(
+        &self,
+        j: JobIdx,
+        g: GroupId,
+        reservations: &[Reservation],
+    ) -> Option<Reservation> {
         let job = self.job(j);
         let shape = self.shapes.get(job.shape);
         let run = job.estimate.minus(job.progress).max(Dur(1));
@@ -561,7 +613,11 @@ impl Engine {
                 }
             }
             if members >= shape.gang_min.max(1) as u64 {
-                return Some(Reservation { start: t, end: until, parts });
+                return Some(Reservation {
+                    start: t,
+                    end: until,
+                    parts,
+                });
             }
         }
         None
@@ -585,9 +641,16 @@ impl Engine {
         let members: u32 = placements.iter().map(|(_, m)| *m).sum();
         let demand = self.shapes.get(shape_id).demand.times(members as u64);
         let path = self.charge_path(tenant, leaf);
-        let charges: Vec<u64> = path.iter().map(|&n| self.share_increment(n, &demand)).collect();
+        let charges: Vec<u64> = path
+            .iter()
+            .map(|&n| self.share_increment(n, &demand))
+            .collect();
         let first = placements[0].0;
-        let worker_share = (self.shapes.get(shape_id).demand.dominant_share_ppb(&self.workers[first.ix()].capacity)
+        let worker_share = (self
+            .shapes
+            .get(shape_id)
+            .demand
+            .dominant_share_ppb(&self.workers[first.ix()].capacity)
             as u128
             * members as u128)
             .min(u64::MAX as u128) as u64;
@@ -674,14 +737,18 @@ impl Engine {
         match self.nodes[n.ix()].kind {
             NodeKind::Tenant(t) => {
                 let tenant = &self.tenants[t.ix()];
-                let before = tenant.alloc.dominant_share_above_ppb(&tenant.guarantee, &self.total_capacity);
+                let before = tenant
+                    .alloc
+                    .dominant_share_above_ppb(&tenant.guarantee, &self.total_capacity);
                 let mut after = tenant.alloc.clone();
                 after.add(demand);
                 after
                     .dominant_share_above_ppb(&tenant.guarantee, &self.total_capacity)
                     .saturating_sub(before)
             }
-            _ => demand.dominant_share_ppb(&self.total_capacity).min(SHARE_SCALE * 1000),
+            _ => demand
+                .dominant_share_ppb(&self.total_capacity)
+                .min(SHARE_SCALE * 1000),
         }
     }
 
@@ -702,7 +769,9 @@ impl Engine {
         for g in groups {
             // The policy's next job among those that cannot start now.
             let mut cache: FxHashMap<ShapeId, bool> = FxHashMap::default();
-            let blocked = self.select(g, &mut |s| *cache.entry(s).or_insert_with(|| !self.fits_now(g, s)));
+            let blocked = self.select(g, &mut |s| {
+                *cache.entry(s).or_insert_with(|| !self.fits_now(g, s))
+            });
             let Some((leaf, s)) = blocked else { continue };
             let j = self.nodes[leaf.ix()].leaf.as_ref().expect("leaf").subqueues[&s]
                 .head(self.now.0)
@@ -711,7 +780,8 @@ impl Engine {
             let tenant = self.job(j).tenant;
             let class = self.shapes.get(s).class;
             let reserve_owed = self.class_reserve_owed(g, class);
-            let guarantee_owed = self.shape_kind == TreeShape::Hierarchical && self.within_guarantee(tenant, s);
+            let guarantee_owed =
+                self.shape_kind == TreeShape::Hierarchical && self.within_guarantee(tenant, s);
             if !reserve_owed && !guarantee_owed {
                 continue;
             }
@@ -731,7 +801,9 @@ impl Engine {
             return false;
         }
         let pool = &self.groups.get(g).pool;
-        let Some(p) = self.pools.get(pool) else { return false };
+        let Some(p) = self.pools.get(pool) else {
+            return false;
+        };
         let reserved = p.capacity.scaled_ppb(cp.reserve_ppb);
         let used = p.class_used.get(&class).cloned().unwrap_or_default();
         !reserved.saturating_minus(&used).is_zero()
@@ -749,11 +821,19 @@ impl Engine {
         for &w in &self.groups.get(g).workers {
             let worker = &self.workers[w.ix()];
             let mut free = worker.free();
-            let mut candidates: Vec<(bool, i32, std::cmp::Reverse<Time>, JobIdx, ResVec)> = Vec::new();
+            let mut candidates: Vec<(bool, i32, std::cmp::Reverse<Time>, JobIdx, ResVec)> =
+                Vec::new();
             for &v in &worker.jobs {
                 let vj = self.job(v);
-                let Some(a) = vj.attempt.as_ref() else { continue };
-                let members = a.placements.iter().find(|(pw, _)| *pw == w).map(|(_, m)| *m).unwrap_or(0);
+                let Some(a) = vj.attempt.as_ref() else {
+                    continue;
+                };
+                let members = a
+                    .placements
+                    .iter()
+                    .find(|(pw, _)| *pw == w)
+                    .map(|(_, m)| *m)
+                    .unwrap_or(0);
                 let held = self.shapes.get(vj.shape).demand.times(members as u64);
                 if a.stop.is_some() {
                     free.add(&held);
@@ -821,7 +901,9 @@ impl Engine {
     /// Emits the stop request for running job `j`.
     pub(crate) fn request_stop(&mut self, j: JobIdx, reason: StopReason) {
         let job = self.job(j);
-        let Some(a) = job.attempt.as_ref() else { return };
+        let Some(a) = job.attempt.as_ref() else {
+            return;
+        };
         if a.stop.is_some() {
             return;
         }
@@ -832,7 +914,11 @@ impl Engine {
             reason,
             deadline: self.now.plus(self.policy.preempt_grace),
         };
-        self.stop_notices.push(super::StopNotice { job: job.id.to_string(), epoch: a.epoch, reason });
+        self.stop_notices.push(super::StopNotice {
+            job: job.id.to_string(),
+            epoch: a.epoch,
+            reason,
+        });
         self.emit(event);
     }
 
@@ -847,8 +933,10 @@ impl Engine {
             for k in set.iter().take(4) {
                 let node = &self.nodes[k.node.ix()];
                 let queue = match node.kind {
-                    NodeKind::Tenant(t) | NodeKind::Flat(t) | NodeKind::Band(t, _) => self.tenants[t.ix()].name.clone(),
-                    _ => "*".to_string(),
+                    NodeKind::Tenant(t) | NodeKind::Flat(t) | NodeKind::Band(t, _) => {
+                        self.tenants[t.ix()].name.clone()
+                    }
+                    NodeKind::Root => "root".to_string(),
                 };
                 out.push(super::state::Candidate {
                     queue,
@@ -863,7 +951,9 @@ impl Engine {
 
     /// Whether job `j` is queued (for checkers).
     pub fn is_queued(&self, id: &str) -> bool {
-        self.job_by_id.get(id).is_some_and(|&j| self.job(j).state == JobState::Queued)
+        self.job_by_id
+            .get(id)
+            .is_some_and(|&j| self.job(j).state == JobState::Queued)
     }
 }
 

@@ -58,18 +58,28 @@ impl WaitReason {
         match self {
             WaitReason::Deferred { until } => format!("deferred until {until}"),
             WaitReason::NoWorkers => "no worker is alive".to_string(),
-            WaitReason::Unplaceable { mismatches } => format!("no live worker can run it: {}", mismatches.join("; ")),
+            WaitReason::Unplaceable { mismatches } => {
+                format!("no live worker can run it: {}", mismatches.join("; "))
+            }
             WaitReason::BehindInQueue { ahead, head } => {
                 format!("{ahead} job(s) of its own queue come first (head: {head})")
             }
             WaitReason::TenantAtLimit { tenant } => format!("tenant {tenant} is at its limit"),
-            WaitReason::ReserveHeld { pool } => format!("the free capacity of pool {pool} is reserved for higher bands"),
+            WaitReason::ReserveHeld { pool } => {
+                format!("the free capacity of pool {pool} is reserved for higher bands")
+            }
             WaitReason::WaitingForCapacity { pool } => {
                 format!("next in its queue; waiting for capacity of its shape in pool {pool}")
             }
             WaitReason::BehindTenants { tenants } => {
-                let names: Vec<String> = tenants.iter().map(|(t, b)| format!("{t} ({b:.3})")).collect();
-                format!("tenants with smaller balances come first: {}", names.join(", "))
+                let names: Vec<String> = tenants
+                    .iter()
+                    .map(|(t, b)| format!("{t} ({b:.3})"))
+                    .collect();
+                format!(
+                    "tenants with smaller balances come first: {}",
+                    names.join(", ")
+                )
             }
         }
     }
@@ -147,7 +157,11 @@ impl Engine {
                 state: f.state,
                 reasons: Vec::new(),
                 workers: Vec::new(),
-                ended: Some(f.reason.clone().unwrap_or_else(|| f.state.as_str().to_string())),
+                ended: Some(
+                    f.reason
+                        .clone()
+                        .unwrap_or_else(|| f.state.as_str().to_string()),
+                ),
             });
         };
         let state = self.job(j).state;
@@ -156,13 +170,25 @@ impl Engine {
         match state {
             JobState::Running => {
                 let a = self.job(j).attempt.as_ref().expect("running");
-                workers = a.placements.iter().map(|(w, _)| self.workers[w.ix()].name.clone()).collect();
+                workers = a
+                    .placements
+                    .iter()
+                    .map(|(w, _)| self.workers[w.ix()].name.clone())
+                    .collect();
             }
-            JobState::Deferred => reasons.push(WaitReason::Deferred { until: self.job(j).not_before }),
+            JobState::Deferred => reasons.push(WaitReason::Deferred {
+                until: self.job(j).not_before,
+            }),
             JobState::Queued => reasons = self.wait_reasons(j),
             _ => {}
         }
-        Some(Explanation { job: id.to_string(), state, reasons, workers, ended: None })
+        Some(Explanation {
+            job: id.to_string(),
+            state,
+            reasons,
+            workers,
+            ended: None,
+        })
     }
 
     fn wait_reasons(&mut self, j: JobIdx) -> Vec<WaitReason> {
@@ -178,9 +204,15 @@ impl Engine {
             .filter(|&g| self.groups.get_mut(g).compatible(s, &key) && self.gang_fits_group(g, s))
             .collect();
         if compatible.is_empty() {
-            let mut mismatches: Vec<String> = groups.iter().filter_map(|&g| self.groups.get(g).mismatch(&key)).collect();
+            let mut mismatches: Vec<String> = groups
+                .iter()
+                .filter_map(|&g| self.groups.get(g).mismatch(&key))
+                .collect();
             if mismatches.is_empty() {
-                mismatches.push(format!("a gang of at least {} members does not fit the live workers", key.gang_min));
+                mismatches.push(format!(
+                    "a gang of at least {} members does not fit the live workers",
+                    key.gang_min
+                ));
             }
             mismatches.dedup();
             return vec![WaitReason::Unplaceable { mismatches }];
@@ -199,12 +231,21 @@ impl Engine {
                     .take_while(|(_, x)| *x != j)
                     .count()
                     .max(1);
-                reasons.push(WaitReason::BehindInQueue { ahead, head: self.job(hj).id.to_string() });
+                reasons.push(WaitReason::BehindInQueue {
+                    ahead,
+                    head: self.job(hj).id.to_string(),
+                });
                 continue;
             }
             let tenant = self.job(j).tenant;
-            if let Some(t) = self.tenant_chain(tenant).into_iter().find(|&t| !self.tenant_room(t, s)) {
-                reasons.push(WaitReason::TenantAtLimit { tenant: self.tenants[t.ix()].name.clone() });
+            if let Some(t) = self
+                .tenant_chain(tenant)
+                .into_iter()
+                .find(|&t| !self.tenant_room(t, s))
+            {
+                reasons.push(WaitReason::TenantAtLimit {
+                    tenant: self.tenants[t.ix()].name.clone(),
+                });
                 continue;
             }
             if self.hold_status(g, s).is_none() {
@@ -215,7 +256,9 @@ impl Engine {
                 reasons.push(WaitReason::WaitingForCapacity { pool });
                 continue;
             }
-            reasons.push(WaitReason::BehindTenants { tenants: self.tenants_ahead(leaf, g, s) });
+            reasons.push(WaitReason::BehindTenants {
+                tenants: self.tenants_ahead(leaf, g, s),
+            });
         }
         reasons
     }
@@ -231,11 +274,21 @@ impl Engine {
     }
 
     /// Tenants whose keys come before the one holding `leaf` at the top of the tree.
-    fn tenants_ahead(&self, leaf: NodeIdx, g: GroupId, s: crate::ids::ShapeId) -> Vec<(String, f64)> {
+    fn tenants_ahead(
+        &self,
+        leaf: NodeIdx,
+        g: GroupId,
+        s: crate::ids::ShapeId,
+    ) -> Vec<(String, f64)> {
         let top = *self.ancestors(leaf).last().unwrap_or(&leaf);
-        let Some(mine) = self.nodes[top.ix()].keyed.get(&(g, s)).copied() else { return Vec::new() };
+        let Some(mine) = self.nodes[top.ix()].keyed.get(&(g, s)).copied() else {
+            return Vec::new();
+        };
         let mut out = Vec::new();
-        for (&(_, _), set) in self.nodes[0].index.range((g, crate::ids::ShapeId(0))..=(g, crate::ids::ShapeId(u32::MAX))) {
+        for (&(_, _), set) in self.nodes[0]
+            .index
+            .range((g, crate::ids::ShapeId(0))..=(g, crate::ids::ShapeId(u32::MAX)))
+        {
             for k in set.iter().take_while(|k| **k < mine).take(5) {
                 out.push((self.node_name(k.node), k.primary as f64 / 1e18));
             }
@@ -250,7 +303,6 @@ impl Engine {
         match self.nodes[n.ix()].kind {
             NodeKind::Tenant(t) | NodeKind::Flat(t) => self.tenants[t.ix()].name.clone(),
             NodeKind::Band(t, c) => format!("{}:{}", self.tenants[t.ix()].name, self.class_name(c)),
-            NodeKind::Single => "queue".to_string(),
             NodeKind::Root => "root".to_string(),
         }
     }
@@ -267,7 +319,9 @@ impl Engine {
             }
             match job.state {
                 JobState::Queued => {
-                    let e = backlog.entry(self.class_name(job.class).to_string()).or_insert((0, 0.0));
+                    let e = backlog
+                        .entry(self.class_name(job.class).to_string())
+                        .or_insert((0, 0.0));
                     e.0 += 1;
                     e.1 = e.1.max(self.now.since(job.arrival).as_secs_f64());
                 }
@@ -277,22 +331,39 @@ impl Engine {
         }
         let siblings: Vec<TenantIdx> = match tenant.parent {
             Some(p) => self.tenants[p.ix()].children.clone(),
-            None => self.tenants.iter().enumerate().filter(|(_, x)| x.parent.is_none()).map(|(i, _)| TenantIdx(i as u32)).collect(),
+            None => self
+                .tenants
+                .iter()
+                .enumerate()
+                .filter(|(_, x)| x.parent.is_none())
+                .map(|(i, _)| TenantIdx(i as u32))
+                .collect(),
         };
         let active_weight: u128 = siblings
             .iter()
             .filter(|&&s| s == t || self.tenant_active(s))
             .map(|&s| self.tenants[s.ix()].weight.micros() as u128)
             .sum();
-        let balance = tenant.node.map(|n| self.nodes[n.ix()].vtime as f64 / 1e18).unwrap_or(0.0);
+        let balance = tenant
+            .node
+            .map(|n| self.nodes[n.ix()].vtime as f64 / 1e18)
+            .unwrap_or(0.0);
         Some(TenantReport {
             name: tenant.name.clone(),
             declared: tenant.declared,
             weight: tenant.weight.as_f64(),
             guarantee: self.resources.named(&tenant.guarantee),
-            limit: tenant.limit.as_ref().map(|l| self.resources.named(l)).unwrap_or_default(),
+            limit: tenant
+                .limit
+                .as_ref()
+                .map(|l| self.resources.named(l))
+                .unwrap_or_default(),
             usage: self.resources.named(&tenant.alloc),
-            dominant_share: tenant.alloc.dominant_share_ppb(&self.total_capacity).min(u64::MAX / 2) as f64 / 1e9,
+            dominant_share: tenant
+                .alloc
+                .dominant_share_ppb(&self.total_capacity)
+                .min(u64::MAX / 2) as f64
+                / 1e9,
             entitlement: tenant.weight.micros() as f64 / active_weight.max(1) as f64,
             balance,
             backlog,
@@ -305,7 +376,9 @@ impl Engine {
 
     fn tenant_active(&self, t: TenantIdx) -> bool {
         !self.tenants[t.ix()].alloc.is_zero()
-            || self.tenants[t.ix()].node.is_some_and(|n| self.nodes[n.ix()].queued > 0)
+            || self.tenants[t.ix()]
+                .node
+                .is_some_and(|n| self.nodes[n.ix()].queued > 0)
     }
 
     /// Every tenant's queued and running jobs and usage (own jobs only), by name.
@@ -338,11 +411,18 @@ impl Engine {
 
     /// Whether job `id` is queued and no live worker can ever run it.
     pub fn is_unplaceable(&mut self, id: &str) -> bool {
-        let Some(&j) = self.job_by_id.get(id) else { return false };
+        let Some(&j) = self.job_by_id.get(id) else {
+            return false;
+        };
         if self.job(j).state != JobState::Queued {
             return false;
         }
-        matches!(self.wait_reasons(j).first(), Some(WaitReason::Unplaceable { .. } | WaitReason::NoWorkers))
+        let s = self.job(j).shape;
+        let key = self.shapes.get(s).clone();
+        let groups: Vec<GroupId> = self.groups.live().collect();
+        !groups
+            .into_iter()
+            .any(|g| self.groups.get_mut(g).compatible(s, &key) && self.gang_fits_group(g, s))
     }
 
     /// Names of all tenants, sorted.
@@ -358,7 +438,11 @@ impl Engine {
 
     /// Decision records about job `id`.
     pub fn decisions_for(&self, id: &str) -> Vec<DecisionRecord> {
-        self.decisions.iter().filter(|d| d.job == id).cloned().collect()
+        self.decisions
+            .iter()
+            .filter(|d| d.job == id)
+            .cloned()
+            .collect()
     }
 
     /// Ledger of class `name`.
@@ -377,7 +461,15 @@ impl Engine {
     pub fn pool_usage(&self) -> BTreeMap<String, (BTreeMap<String, f64>, BTreeMap<String, f64>)> {
         self.pools
             .iter()
-            .map(|(name, p)| (name.clone(), (self.resources.named(&p.capacity), self.resources.named(&p.used))))
+            .map(|(name, p)| {
+                (
+                    name.clone(),
+                    (
+                        self.resources.named(&p.capacity),
+                        self.resources.named(&p.used),
+                    ),
+                )
+            })
             .collect()
     }
 

@@ -23,21 +23,31 @@ pub struct TickReport {
 impl Engine {
     fn running(&self, id: &str, epoch: u64) -> Result<JobIdx, LeaseError> {
         let Some(&j) = self.job_by_id.get(id) else {
-            return Err(if self.finished.contains_key(id) { LeaseError::NotRunning } else { LeaseError::UnknownJob });
+            return Err(if self.finished.contains_key(id) {
+                LeaseError::NotRunning
+            } else {
+                LeaseError::UnknownJob
+            });
         };
         let job = self.job(j);
         match job.attempt.as_ref() {
             Some(a) if a.epoch == epoch => Ok(j),
-            _ if epoch != job.epoch || job.attempt.is_some() => {
-                Err(LeaseError::StaleEpoch { presented: epoch, current: job.epoch })
-            }
+            _ if epoch != job.epoch || job.attempt.is_some() => Err(LeaseError::StaleEpoch {
+                presented: epoch,
+                current: job.epoch,
+            }),
             _ => Err(LeaseError::NotRunning),
         }
     }
 
     fn touch_workers(&mut self, j: JobIdx, now: Time) {
         let ttl = self.config.worker_ttl;
-        let placements = self.job(j).attempt.as_ref().map(|a| a.placements.clone()).unwrap_or_default();
+        let placements = self
+            .job(j)
+            .attempt
+            .as_ref()
+            .map(|a| a.placements.clone())
+            .unwrap_or_default();
         for (w, _) in placements {
             let worker = &mut self.workers[w.ix()];
             if worker.group.is_some() {
@@ -50,7 +60,13 @@ impl Engine {
 
     /// A worker reports that it is still running job `id` under `epoch`, with the work done so
     /// far if it checkpoints. A stale epoch is refused and changes nothing.
-    pub fn heartbeat(&mut self, now: Time, id: &str, epoch: u64, progress: Option<Dur>) -> Result<HeartbeatReply, LeaseError> {
+    pub fn heartbeat(
+        &mut self,
+        now: Time,
+        id: &str,
+        epoch: u64,
+        progress: Option<Dur>,
+    ) -> Result<HeartbeatReply, LeaseError> {
         let now = self.observe(now);
         let j = self.running(id, epoch).inspect_err(|e| {
             if matches!(e, LeaseError::StaleEpoch { .. }) {
@@ -66,7 +82,13 @@ impl Engine {
             });
         }
         let expires = now.plus(self.policy.lease);
-        self.emit(Event::LeaseExtended { at: now, job: id.to_string(), epoch, expires, progress });
+        self.emit(Event::LeaseExtended {
+            at: now,
+            job: id.to_string(),
+            epoch,
+            expires,
+            progress,
+        });
         Ok(HeartbeatReply::Continue { expires })
     }
 
@@ -99,11 +121,21 @@ impl Engine {
         };
         self.touch_workers(j, now);
         self.end_attempt(j, now, end, usage, progress);
-        Ok(self.status(id).map(|s| s.state).unwrap_or(JobState::Succeeded))
+        Ok(self
+            .status(id)
+            .map(|s| s.state)
+            .unwrap_or(JobState::Succeeded))
     }
 
     /// Decides what follows an attempt's end and emits it.
-    fn end_attempt(&mut self, j: JobIdx, now: Time, end: AttemptEnd, usage: Dur, progress: Option<Dur>) {
+    fn end_attempt(
+        &mut self,
+        j: JobIdx,
+        now: Time,
+        end: AttemptEnd,
+        usage: Dur,
+        progress: Option<Dur>,
+    ) {
         let after = self.after_attempt(j, now, end);
         let job = self.job(j);
         let epoch = job.attempt.as_ref().expect("running").epoch;
@@ -113,7 +145,15 @@ impl Engine {
             None
         };
         let id = job.id.to_string();
-        self.emit(Event::AttemptEnded { at: now, job: id, epoch, end, usage, progress, after });
+        self.emit(Event::AttemptEnded {
+            at: now,
+            job: id,
+            epoch,
+            end,
+            usage,
+            progress,
+            after,
+        });
     }
 
     /// What happens to job `j` after an attempt ends with `end`.
@@ -124,7 +164,11 @@ impl Engine {
             AttemptEnd::Succeeded => AfterAttempt::Done(JobState::Succeeded),
             AttemptEnd::Canceled => AfterAttempt::Done(JobState::Canceled),
             // Preemption is the scheduler's doing: the job keeps its place and its attempts.
-            AttemptEnd::Preempted => AfterAttempt::Requeue { not_before: None, seq: job.seq, retry: false },
+            AttemptEnd::Preempted => AfterAttempt::Requeue {
+                not_before: None,
+                seq: job.seq,
+                retry: false,
+            },
             AttemptEnd::Failed { retryable: false } => AfterAttempt::Done(JobState::Failed),
             AttemptEnd::Failed { retryable: true } | AttemptEnd::Expired => {
                 if job.failures + 1 >= job.max_attempts {
@@ -138,16 +182,25 @@ impl Engine {
                 }
                 let tenant = &self.tenants[job.tenant.ix()];
                 if let Some(budget) = tenant.retry_budget {
-                    let used = if now.since(tenant.retry_since) >= tenant.retry_window { 0 } else { tenant.retry_used };
+                    let used = if now.since(tenant.retry_since) >= tenant.retry_window {
+                        0
+                    } else {
+                        tenant.retry_used
+                    };
                     if used + job.cost > budget {
                         return AfterAttempt::Done(JobState::Failed);
                     }
                 }
                 // Backoff doubles per failure; a retry goes to the back of its queue.
                 let shift = job.failures.min(30);
-                let backoff = Dur(class.backoff.0.saturating_mul(1u64 << shift)).min(class.backoff_max);
+                let backoff =
+                    Dur(class.backoff.0.saturating_mul(1u64 << shift)).min(class.backoff_max);
                 self.seq += 1;
-                AfterAttempt::Requeue { not_before: Some(now.plus(backoff)), seq: self.seq, retry: true }
+                AfterAttempt::Requeue {
+                    not_before: Some(now.plus(backoff)),
+                    seq: self.seq,
+                    retry: true,
+                }
             }
         }
     }
@@ -157,11 +210,18 @@ impl Engine {
     pub fn cancel(&mut self, now: Time, id: &str) -> Result<JobState, LeaseError> {
         let now = self.observe(now);
         let Some(&j) = self.job_by_id.get(id) else {
-            return self.finished.get(id).map(|f| f.state).ok_or(LeaseError::UnknownJob);
+            return self
+                .finished
+                .get(id)
+                .map(|f| f.state)
+                .ok_or(LeaseError::UnknownJob);
         };
         match self.job(j).state {
             JobState::Queued | JobState::Deferred => {
-                self.emit(Event::JobCanceled { at: now, job: id.to_string() });
+                self.emit(Event::JobCanceled {
+                    at: now,
+                    job: id.to_string(),
+                });
                 Ok(JobState::Canceled)
             }
             JobState::Running => {

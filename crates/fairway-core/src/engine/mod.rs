@@ -95,7 +95,6 @@ pub struct Engine {
     pub(crate) tenants: Vec<Tenant>,
     pub(crate) tenant_by_name: BTreeMap<String, TenantIdx>,
     pub(crate) nodes: Vec<Node>,
-    pub(crate) single: Option<NodeIdx>,
     pub(crate) jobs: Vec<Option<Job>>,
     pub(crate) free_jobs: Vec<u32>,
     pub(crate) job_by_id: FxHashMap<Box<str>, JobIdx>,
@@ -149,14 +148,13 @@ impl Engine {
             config,
             policy: Policy::built_in(),
             version: 0,
-            shape_kind: TreeShape::Single,
+            shape_kind: TreeShape::Flat,
             resources: ResourceTable::default(),
             classes: Vec::new(),
             class_by_name: BTreeMap::new(),
             tenants: Vec::new(),
             tenant_by_name: BTreeMap::new(),
             nodes: Vec::new(),
-            single: None,
             jobs: Vec::new(),
             free_jobs: Vec::new(),
             job_by_id: FxHashMap::default(),
@@ -191,7 +189,11 @@ impl Engine {
             stop_notices: Vec::new(),
         };
         let source = policy.source.clone();
-        engine.emit(Event::PolicyPublished { at: now, version: 1, source });
+        engine.emit(Event::PolicyPublished {
+            at: now,
+            version: 1,
+            source,
+        });
         engine
     }
 
@@ -209,7 +211,11 @@ impl Engine {
         self.observe(now);
         Policy::from_text(text)?;
         let version = self.version + 1;
-        self.emit(Event::PolicyPublished { at: now, version, source: text.to_string() });
+        self.emit(Event::PolicyPublished {
+            at: now,
+            version,
+            source: text.to_string(),
+        });
         Ok(version)
     }
 
@@ -312,7 +318,12 @@ impl Engine {
                 arrival: job.arrival,
                 not_before: (job.state == JobState::Deferred).then_some(job.not_before),
                 workers: attempt
-                    .map(|a| a.placements.iter().map(|(w, _)| self.workers[w.ix()].name.clone()).collect())
+                    .map(|a| {
+                        a.placements
+                            .iter()
+                            .map(|(w, _)| self.workers[w.ix()].name.clone())
+                            .collect()
+                    })
                     .unwrap_or_default(),
                 expires: attempt.map(|a| a.expires),
                 estimate: job.estimate,
@@ -408,7 +419,10 @@ impl Engine {
                 limit = Some(l);
             }
             classes = d.classes.as_ref().map(|names| {
-                names.iter().filter_map(|c| self.class_by_name.get(c).copied()).collect::<BTreeSet<u16>>()
+                names
+                    .iter()
+                    .filter_map(|c| self.class_by_name.get(c).copied())
+                    .collect::<BTreeSet<u16>>()
             });
         }
         let tenant = &mut self.tenants[t.ix()];
@@ -421,7 +435,10 @@ impl Engine {
         tenant.burst = declared.as_ref().and_then(|d| d.burst);
         tenant.rate = declared.as_ref().and_then(|d| d.rate);
         tenant.retry_budget = declared.as_ref().and_then(|d| d.retry_budget);
-        tenant.retry_window = declared.as_ref().map(|d| d.retry_window).unwrap_or(Dur::from_secs(60));
+        tenant.retry_window = declared
+            .as_ref()
+            .map(|d| d.retry_window)
+            .unwrap_or(Dur::from_secs(60));
         if tenant.burst != was.0 {
             // A new quota starts full.
             tenant.tokens = tenant.burst.unwrap_or(0);
@@ -435,7 +452,6 @@ impl Engine {
     /// Gives tenant `t` its node in the current tree.
     fn attach_tenant_node(&mut self, t: TenantIdx) {
         match self.shape_kind {
-            TreeShape::Single => {}
             TreeShape::Flat => {
                 let weight = self.tenants[t.ix()].weight;
                 let n = self.add_node(Some(NodeIdx(0)), NodeKind::Flat(t), weight, true);
@@ -453,7 +469,13 @@ impl Engine {
         }
     }
 
-    pub(crate) fn add_node(&mut self, parent: Option<NodeIdx>, kind: NodeKind, weight: Weight, leaf: bool) -> NodeIdx {
+    pub(crate) fn add_node(
+        &mut self,
+        parent: Option<NodeIdx>,
+        kind: NodeKind,
+        weight: Weight,
+        leaf: bool,
+    ) -> NodeIdx {
         let n = NodeIdx(self.nodes.len() as u32);
         self.nodes.push(Node::new(parent, kind, weight, leaf));
         n
@@ -462,7 +484,6 @@ impl Engine {
     /// The leaf queue for a job of tenant `t` in class `class`, created if needed.
     pub(crate) fn leaf_for(&mut self, t: TenantIdx, class: u16) -> NodeIdx {
         match self.shape_kind {
-            TreeShape::Single => self.single.expect("single leaf"),
             TreeShape::Flat => self.tenants[t.ix()].node.expect("flat leaf"),
             TreeShape::Hierarchical => {
                 if let Some(&n) = self.tenants[t.ix()].bands.get(&class) {
@@ -485,8 +506,13 @@ impl Engine {
             match self.class_by_name.get(&c.name) {
                 Some(&i) => self.classes[i as usize].policy = c.clone(),
                 None => {
-                    self.class_by_name.insert(c.name.clone(), self.classes.len() as u16);
-                    self.classes.push(Class { policy: c.clone(), ledger: Ledger::default(), deadline_misses: 0 });
+                    self.class_by_name
+                        .insert(c.name.clone(), self.classes.len() as u16);
+                    self.classes.push(Class {
+                        policy: c.clone(),
+                        ledger: Ledger::default(),
+                        deadline_misses: 0,
+                    });
                 }
             }
         }
@@ -523,11 +549,7 @@ impl Engine {
     fn rebuild_tree(&mut self) {
         self.shape_kind = tree_shape(self.policy.name);
         self.nodes.clear();
-        self.single = None;
         self.add_node(None, NodeKind::Root, Weight::ONE, false);
-        if self.shape_kind == TreeShape::Single {
-            self.single = Some(self.add_node(Some(NodeIdx(0)), NodeKind::Single, Weight::ONE, true));
-        }
         for t in 0..self.tenants.len() {
             let t = TenantIdx(t as u32);
             self.tenants[t.ix()].node = None;
@@ -577,7 +599,6 @@ impl Engine {
     /// The nodes whose virtual time a job of tenant `t` in leaf `leaf` is charged to, top first.
     pub(crate) fn charge_path(&self, t: TenantIdx, leaf: NodeIdx) -> Vec<NodeIdx> {
         match self.shape_kind {
-            TreeShape::Single => Vec::new(),
             TreeShape::Flat => vec![leaf],
             TreeShape::Hierarchical => {
                 let mut path = vec![leaf];
@@ -624,6 +645,8 @@ impl Engine {
 
     /// The class index of `name`, or of `default`.
     pub(crate) fn class_index(&self, name: Option<&str>) -> Option<u16> {
-        self.class_by_name.get(name.unwrap_or(DEFAULT_CLASS)).copied()
+        self.class_by_name
+            .get(name.unwrap_or(DEFAULT_CLASS))
+            .copied()
     }
 }

@@ -178,10 +178,9 @@ pub(crate) enum NodeKind {
     Tenant(TenantIdx),
     /// A tenant's band leaf under `fair`.
     Band(TenantIdx, u16),
-    /// A tenant's leaf under the flat policies.
+    /// A tenant's leaf under the flat policies (and the queue-order policies, where a tenant's
+    /// key is its head job's place in the one global order).
     Flat(TenantIdx),
-    /// The only leaf of `fifo`, `strict` and `sjf`.
-    Single,
 }
 
 /// The key under which a child sits in its parent's index: smaller is served first.
@@ -247,15 +246,19 @@ impl Node {
 /// What shape of tree a policy uses.
 pub(crate) fn tree_shape(name: PolicyName) -> TreeShape {
     match name {
-        PolicyName::Fifo | PolicyName::Strict | PolicyName::Sjf => TreeShape::Single,
-        PolicyName::RoundRobin | PolicyName::Drr | PolicyName::Wfq | PolicyName::Drf => TreeShape::Flat,
+        PolicyName::Fifo
+        | PolicyName::Strict
+        | PolicyName::Sjf
+        | PolicyName::RoundRobin
+        | PolicyName::Drr
+        | PolicyName::Wfq
+        | PolicyName::Drf => TreeShape::Flat,
         PolicyName::Fair => TreeShape::Hierarchical,
     }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum TreeShape {
-    Single,
     Flat,
     Hierarchical,
 }

@@ -5,7 +5,9 @@ use super::apply::{refill, spec_digest};
 use crate::config::{OverloadPolicy, PolicyName};
 use crate::event::Event;
 use crate::ids::TenantIdx;
-use crate::job::{Admission, JobSpec, JobState, MAX_GANG, MAX_JOB_ID_LEN, MAX_REQUIREMENTS, RejectReason};
+use crate::job::{
+    Admission, JobSpec, JobState, MAX_GANG, MAX_JOB_ID_LEN, MAX_REQUIREMENTS, RejectReason,
+};
 use crate::policy::{COST_PER_WORKER_SECOND, check_name, check_tenant_name};
 use crate::resources::SHARE_SCALE;
 use crate::time::{Dur, Time};
@@ -23,7 +25,10 @@ fn final_(reason: RejectReason) -> Admission {
 }
 
 fn retryable(reason: RejectReason, after: Dur) -> Admission {
-    Admission::RejectedRetryable { reason, retry_after: retry_after(after) }
+    Admission::RejectedRetryable {
+        reason,
+        retry_after: retry_after(after),
+    }
 }
 
 /// What admission predicts for a job.
@@ -53,10 +58,14 @@ impl Engine {
             return final_(RejectReason::Invalid(why));
         }
         let Some(class) = self.class_index(spec.class.as_deref()) else {
-            return final_(RejectReason::UnknownClass(spec.class.clone().unwrap_or_default()));
+            return final_(RejectReason::UnknownClass(
+                spec.class.clone().unwrap_or_default(),
+            ));
         };
         if !self.class_permitted(&spec.tenant, class) {
-            return final_(RejectReason::ClassNotPermitted(self.class_name(class).to_string()));
+            return final_(RejectReason::ClassNotPermitted(
+                self.class_name(class).to_string(),
+            ));
         }
         let key = match self.shape_key(&spec, class) {
             Ok(k) => k,
@@ -109,7 +118,9 @@ impl Engine {
             {
                 let excess = wait.minus(max_age);
                 match class_policy.overload {
-                    OverloadPolicy::Reject => return retryable(RejectReason::PredictedTooOld, excess),
+                    OverloadPolicy::Reject => {
+                        return retryable(RejectReason::PredictedTooOld, excess);
+                    }
                     OverloadPolicy::Defer => {
                         if excess > RETRY_AFTER_MAX {
                             return retryable(RejectReason::PredictedTooOld, excess);
@@ -119,13 +130,32 @@ impl Engine {
                 }
             }
         }
-        let wfq_tag = if self.policy.name == PolicyName::Wfq { self.wfq_tag(&spec.tenant, cost, now) } else { 0 };
+        let wfq_tag = if self.policy.name == PolicyName::Wfq {
+            self.wfq_tag(&spec.tenant, cost, now)
+        } else {
+            0
+        };
         self.seq += 1;
         let id = spec.id.clone();
-        self.emit(Event::JobAccepted { at: now, seq: self.seq, spec, estimate, deferred_until, wfq_tag, cost });
+        self.emit(Event::JobAccepted {
+            at: now,
+            seq: self.seq,
+            spec,
+            estimate,
+            deferred_until,
+            wfq_tag,
+            cost,
+        });
         match deferred_until {
-            Some(until) => Admission::Deferred { job: id, until, duplicate: false },
-            None => Admission::Accepted { job: id, duplicate: false },
+            Some(until) => Admission::Deferred {
+                job: id,
+                until,
+                duplicate: false,
+            },
+            None => Admission::Accepted {
+                job: id,
+                duplicate: false,
+            },
         }
     }
 
@@ -138,16 +168,26 @@ impl Engine {
                 return Some(final_(RejectReason::IdReused));
             }
             return Some(if job.state == JobState::Deferred && job.attempts == 0 {
-                Admission::Deferred { job: spec.id.clone(), until: job.not_before, duplicate: true }
+                Admission::Deferred {
+                    job: spec.id.clone(),
+                    until: job.not_before,
+                    duplicate: true,
+                }
             } else {
-                Admission::Accepted { job: spec.id.clone(), duplicate: true }
+                Admission::Accepted {
+                    job: spec.id.clone(),
+                    duplicate: true,
+                }
             });
         }
         let f = self.finished.get(spec.id.as_str())?;
         if f.digest != digest {
             return Some(final_(RejectReason::IdReused));
         }
-        Some(Admission::Accepted { job: spec.id.clone(), duplicate: true })
+        Some(Admission::Accepted {
+            job: spec.id.clone(),
+            duplicate: true,
+        })
     }
 
     /// Whether tenant `name` may submit to `class`: its own declaration, or the nearest
@@ -159,7 +199,8 @@ impl Engine {
             if let Some(t) = self.policy.tenant(n)
                 && let Some(classes) = &t.classes
             {
-                return classes.contains(class_name) || (class_name == crate::policy::DEFAULT_CLASS && classes.is_empty());
+                return classes.contains(class_name)
+                    || (class_name == crate::policy::DEFAULT_CLASS && classes.is_empty());
             }
             cur = n.rfind('/').map(|i| &n[..i]);
         }
@@ -168,26 +209,33 @@ impl Engine {
 
     /// The estimate admission settles on: declared (raised to the class minimum and by the
     /// tenant's record of underestimation), or learned, or the class's or policy's default.
-    pub(crate) fn effective_estimate(&self, tenant: Option<TenantIdx>, class: u16, declared: Option<Dur>) -> Dur {
+    pub(crate) fn effective_estimate(
+        &self,
+        tenant: Option<TenantIdx>,
+        class: u16,
+        declared: Option<Dur>,
+    ) -> Dur {
         let cp = &self.classes[class as usize].policy;
         let learned = tenant.and_then(|t| self.tenants[t.ix()].estimators.get(&class).copied());
-        let estimate = match declared {
-            Some(d) => {
-                let mut e = d;
-                if let Some(l) = learned
-                    && l.samples >= 3
-                    && l.ratio_ppm > 1_100_000
-                {
-                    // A tenant that runs longer than it declares is believed less.
-                    e = Dur((e.0 as u128 * l.ratio_ppm as u128 / 1_000_000).min(u64::MAX as u128) as u64);
+        let estimate =
+            match declared {
+                Some(d) => {
+                    let mut e = d;
+                    if let Some(l) = learned
+                        && l.samples >= 3
+                        && l.ratio_ppm > 1_100_000
+                    {
+                        // A tenant that runs longer than it declares is believed less.
+                        e = Dur((e.0 as u128 * l.ratio_ppm as u128 / 1_000_000)
+                            .min(u64::MAX as u128) as u64);
+                    }
+                    e
                 }
-                e
-            }
-            None => match learned {
-                Some(l) if l.samples > 0 => Dur(l.mean_ns),
-                _ => cp.default_estimate.unwrap_or(self.policy.default_estimate),
-            },
-        };
+                None => match learned {
+                    Some(l) if l.samples > 0 => Dur(l.mean_ns),
+                    _ => cp.default_estimate.unwrap_or(self.policy.default_estimate),
+                },
+            };
         estimate.max(cp.min_estimate).min(cp.max_estimate)
     }
 
@@ -196,8 +244,16 @@ impl Engine {
     fn member_share_ppb(&mut self, key: &crate::shape::ShapeKey) -> u64 {
         for g in self.groups.live().collect::<Vec<_>>() {
             let group = self.groups.get(g);
-            if key.demand.fits_in(&group.capacity) && key.requires.iter().all(|(k, v)| group.labels.get(k) == Some(v)) {
-                return key.demand.dominant_share_ppb(&group.capacity).min(SHARE_SCALE);
+            if key.demand.fits_in(&group.capacity)
+                && key
+                    .requires
+                    .iter()
+                    .all(|(k, v)| group.labels.get(k) == Some(v))
+            {
+                return key
+                    .demand
+                    .dominant_share_ppb(&group.capacity)
+                    .min(SHARE_SCALE);
             }
         }
         SHARE_SCALE
@@ -208,9 +264,17 @@ impl Engine {
     }
 
     /// Quotas: the outstanding-work envelope and the burst quota.
-    fn check_quotas(&self, tenant: Option<TenantIdx>, name: &str, cost: u128, now: Time) -> Option<Admission> {
+    fn check_quotas(
+        &self,
+        tenant: Option<TenantIdx>,
+        name: &str,
+        cost: u128,
+        now: Time,
+    ) -> Option<Admission> {
         let declared = self.policy.tenant(name);
-        let (max_outstanding, burst, rate) = declared.map(|d| (d.max_outstanding, d.burst, d.rate)).unwrap_or_default();
+        let (max_outstanding, burst, rate) = declared
+            .map(|d| (d.max_outstanding, d.burst, d.rate))
+            .unwrap_or_default();
         let (outstanding, tokens, tokens_at) = match tenant {
             Some(t) => {
                 let t = &self.tenants[t.ix()];
@@ -226,7 +290,10 @@ impl Engine {
                 // Roughly how long the excess takes to drain on one worker.
                 let excess = outstanding + cost - max;
                 let secs = (excess / COST_PER_WORKER_SECOND) as u64;
-                return Some(retryable(RejectReason::OutstandingFull, Dur::from_secs(secs.max(1))));
+                return Some(retryable(
+                    RejectReason::OutstandingFull,
+                    Dur::from_secs(secs.max(1)),
+                ));
             }
         }
         if let Some(burst) = burst {
@@ -237,7 +304,9 @@ impl Engine {
             if cost > available {
                 let missing = cost - available;
                 let wait = match rate {
-                    Some(r) if r > 0 => Dur((missing * 1_000_000_000 / r).min(u64::MAX as u128) as u64),
+                    Some(r) if r > 0 => {
+                        Dur((missing * 1_000_000_000 / r).min(u64::MAX as u128) as u64)
+                    }
                     _ => RETRY_AFTER_MAX,
                 };
                 return Some(retryable(RejectReason::BurstExhausted, wait));
@@ -261,7 +330,10 @@ impl Engine {
         if queued == 0 {
             return Dur::ZERO;
         }
-        let measured = shape.and_then(|s| self.drain.get(&(class, s))).filter(|d| d.windows > 0).map(|d| d.rate);
+        let measured = shape
+            .and_then(|s| self.drain.get(&(class, s)))
+            .filter(|d| d.windows > 0)
+            .map(|d| d.rate);
         let capacity_rate = self.capacity_drain(key);
         let rate = measured.filter(|r| *r > 0).unwrap_or(capacity_rate);
         if rate == 0 {
@@ -276,11 +348,19 @@ impl Engine {
         let mut rate = 0u128;
         for g in self.groups.live().collect::<Vec<_>>() {
             let group = self.groups.get(g);
-            if !(key.demand.fits_in(&group.capacity) && key.requires.iter().all(|(k, v)| group.labels.get(k) == Some(v))) {
+            if !(key.demand.fits_in(&group.capacity)
+                && key
+                    .requires
+                    .iter()
+                    .all(|(k, v)| group.labels.get(k) == Some(v)))
+            {
                 continue;
             }
             let copies = group.capacity.copies_of(&key.demand) as u128;
-            let share = key.demand.dominant_share_ppb(&group.capacity).min(SHARE_SCALE) as u128;
+            let share = key
+                .demand
+                .dominant_share_ppb(&group.capacity)
+                .min(SHARE_SCALE) as u128;
             rate += group.workers.len() as u128 * copies * share * 1_000_000_000;
         }
         rate
@@ -290,16 +370,24 @@ impl Engine {
     fn wfq_tag(&mut self, tenant: &str, cost: u128, now: Time) -> u128 {
         self.gps_advance(now);
         let t = self.tenant_by_name.get(tenant).copied();
-        let weight = t.map(|t| self.tenants[t.ix()].weight).or_else(|| self.policy.tenant(tenant).map(|d| d.weight));
+        let weight = t
+            .map(|t| self.tenants[t.ix()].weight)
+            .or_else(|| self.policy.tenant(tenant).map(|d| d.weight));
         let weight = weight.unwrap_or_default();
-        let last = t.and_then(|t| self.gps.last_finish.get(&t).copied()).unwrap_or(0);
+        let last = t
+            .and_then(|t| self.gps.last_finish.get(&t).copied())
+            .unwrap_or(0);
         last.max(self.gps.v) + weight.divide(cost)
     }
 
     /// Advances GPS virtual time to `now`: it grows at the service rate divided by the total
     /// weight of flows backlogged in the fluid system, which leave as V passes their last tag.
     fn gps_advance(&mut self, now: Time) {
-        let workers: u128 = self.groups.live().map(|g| self.groups.get(g).workers.len() as u128).sum();
+        let workers: u128 = self
+            .groups
+            .live()
+            .map(|g| self.groups.get(g).workers.len() as u128)
+            .sum();
         let rate = workers.max(1) * COST_PER_WORKER_SECOND;
         let gps = &mut self.gps;
         while gps.at < now {
@@ -328,11 +416,17 @@ impl Engine {
         let class = self.class_index(spec.class.as_deref())?;
         let key = self.shape_key(spec, class).ok()?;
         let shape = self.shapes_lookup(&key);
-        let queued = shape.and_then(|s| self.backlog.get(&(class, s))).map(|b| b.queued_cost).unwrap_or(0);
+        let queued = shape
+            .and_then(|s| self.backlog.get(&(class, s)))
+            .map(|b| b.queued_cost)
+            .unwrap_or(0);
         let now = self.now;
         let wait = self.predict_wait(&key, class, shape, queued, 0, now);
         let drain = self.capacity_drain(&key);
-        Some(Prediction { wait, drain_micro: (drain / (COST_PER_WORKER_SECOND / 1_000_000)) as u64 })
+        Some(Prediction {
+            wait,
+            drain_micro: (drain / (COST_PER_WORKER_SECOND / 1_000_000)) as u64,
+        })
     }
 }
 

@@ -9,7 +9,7 @@
 
 use super::Engine;
 use super::state::{Drr, NodeKey, NodeKind, TreeShape};
-use crate::config::PolicyName;
+use crate::config::{Backfill, PolicyName};
 use crate::ids::{GroupId, JobIdx, NodeIdx, ShapeId};
 use crate::job::JobState;
 use crate::queue::{HeadKey, OrderKey};
@@ -41,7 +41,10 @@ impl Engine {
                         let entered = job.enqueued.0 as i128;
                         match class.aging_cap {
                             Some(cap) => {
-                                let cap_at = job.enqueued.0.saturating_add((cap as u64).saturating_mul(step as u64));
+                                let cap_at = job
+                                    .enqueued
+                                    .0
+                                    .saturating_add((cap as u64).saturating_mul(step as u64));
                                 if now.0 >= cap_at {
                                     OrderKey::Flat(base + cap as i128 * step)
                                 } else {
@@ -109,7 +112,8 @@ impl Engine {
         b.queued_jobs += 1;
         let deadline = self.job(j).deadline;
         if deadline != Time::MAX
-            && self.classes[class as usize].policy.on_deadline != crate::config::DeadlinePolicy::RunLate
+            && self.classes[class as usize].policy.on_deadline
+                != crate::config::DeadlinePolicy::RunLate
             && !self.job(j).downgraded
         {
             let latest_start = deadline.minus(self.job(j).estimate.minus(self.job(j).progress));
@@ -121,11 +125,28 @@ impl Engine {
     pub(crate) fn dequeue_inner(&mut self, j: JobIdx, trial: bool) {
         let (leaf, shape, key, seq, class, cost, deadline, estimate, progress) = {
             let job = self.job(j);
-            assert_eq!(job.state, JobState::Queued, "dequeue of a job that is not queued");
-            (job.leaf, job.shape, job.order, job.seq, job.class, job.cost, job.deadline, job.estimate, job.progress)
+            assert_eq!(
+                job.state,
+                JobState::Queued,
+                "dequeue of a job that is not queued"
+            );
+            (
+                job.leaf,
+                job.shape,
+                job.order,
+                job.seq,
+                job.class,
+                job.cost,
+                job.deadline,
+                job.estimate,
+                job.progress,
+            )
         };
         let queue = self.nodes[leaf.ix()].leaf.as_mut().expect("leaf");
-        let sub = queue.subqueues.get_mut(&shape).expect("sub-queue of a queued job");
+        let sub = queue
+            .subqueues
+            .get_mut(&shape)
+            .expect("sub-queue of a queued job");
         sub.remove(key, seq, j);
         if sub.is_empty() {
             queue.subqueues.remove(&shape);
@@ -150,10 +171,14 @@ impl Engine {
             return;
         }
         if deadline != Time::MAX {
-            self.deadlines.remove(&(deadline.minus(estimate.minus(progress)), j));
+            self.deadlines
+                .remove(&(deadline.minus(estimate.minus(progress)), j));
         }
         self.queued_jobs -= 1;
-        let b = self.backlog.get_mut(&(class, shape)).expect("backlog of a queued job");
+        let b = self
+            .backlog
+            .get_mut(&(class, shape))
+            .expect("backlog of a queued job");
         b.queued_cost -= cost;
         b.queued_jobs -= 1;
         if b.queued_jobs == 0 {
@@ -174,7 +199,12 @@ impl Engine {
             PolicyName::Drr => {
                 // A new flow joins the tail of the active list in the current round.
                 self.drr_position += 1;
-                self.nodes[n.ix()].drr = Drr { round: self.drr_round, deficit: 0, position: self.drr_position, fed: false };
+                self.nodes[n.ix()].drr = Drr {
+                    round: self.drr_round,
+                    deficit: 0,
+                    position: self.drr_position,
+                    fed: false,
+                };
             }
             _ => {}
         }
@@ -189,7 +219,11 @@ impl Engine {
     }
 
     /// The head of `leaf` for group `g`, if it has a job that group can run.
-    pub(crate) fn leaf_head(&mut self, leaf: NodeIdx, g: GroupId) -> Option<(HeadKey, ShapeId, JobIdx)> {
+    pub(crate) fn leaf_head(
+        &mut self,
+        leaf: NodeIdx,
+        g: GroupId,
+    ) -> Option<(HeadKey, ShapeId, JobIdx)> {
         let now = self.now.0;
         let mut best: Option<(HeadKey, ShapeId, JobIdx)> = None;
         let queue = self.nodes[leaf.ix()].leaf.as_ref().expect("leaf");
@@ -207,29 +241,56 @@ impl Engine {
         best
     }
 
-    /// Recomputes the head shape of `leaf` for every live group and updates the index.
+    /// Recomputes where `leaf` is indexed for every live group. Without backfilling a leaf is
+    /// a strict queue, indexed under its head's shape only; with backfilling a later job may
+    /// pass an earlier one that cannot start (reservations protect the order), so the leaf is
+    /// indexed under every shape it holds.
     pub(crate) fn reindex_leaf(&mut self, leaf: NodeIdx) {
         let groups: Vec<GroupId> = self.polling_groups();
-        let old: Vec<(GroupId, ShapeId)> = self.nodes[leaf.ix()].leaf.as_ref().expect("leaf").heads.clone();
+        let old: Vec<(GroupId, ShapeId)> = self.nodes[leaf.ix()]
+            .leaf
+            .as_ref()
+            .expect("leaf")
+            .heads
+            .clone();
+        let every_shape = self.policy.backfill != Backfill::None;
         let mut new = Vec::with_capacity(groups.len());
         for &g in &groups {
-            if let Some((_, s, _)) = self.leaf_head(leaf, g) {
+            if every_shape {
+                let shapes: Vec<ShapeId> = self.nodes[leaf.ix()]
+                    .leaf
+                    .as_ref()
+                    .expect("leaf")
+                    .subqueues
+                    .keys()
+                    .copied()
+                    .collect();
+                for s in shapes {
+                    let key = self.shapes.get(s);
+                    if self.groups.get_mut(g).compatible(s, key) && self.gang_fits_group(g, s) {
+                        new.push((g, s));
+                    }
+                }
+            } else if let Some((_, s, _)) = self.leaf_head(leaf, g) {
                 new.push((g, s));
             }
         }
-        if old == new && self.policy.name != PolicyName::Wfq {
+        let head_keyed = matches!(
+            self.policy.name,
+            PolicyName::Wfq | PolicyName::Fifo | PolicyName::Strict | PolicyName::Sjf
+        );
+        if old == new && !head_keyed {
             return;
         }
         for &(g, s) in &old {
             if !new.contains(&(g, s)) {
-                let replacement = new.iter().find(|(ng, _)| *ng == g).map(|(_, ns)| *ns);
-                self.move_count(leaf, g, Some(s), replacement);
+                self.move_count(leaf, g, Some(s), None);
             }
         }
         for &(g, s) in &new {
-            if !old.iter().any(|(og, _)| *og == g) {
+            if !old.contains(&(g, s)) {
                 self.move_count(leaf, g, None, Some(s));
-            } else if old.contains(&(g, s)) && self.policy.name == PolicyName::Wfq {
+            } else if head_keyed {
                 self.refresh_presence(leaf, g, s);
             }
         }
@@ -237,11 +298,20 @@ impl Engine {
     }
 
     /// Moves one leaf's head for group `g` from shape `old` to shape `new`, from `leaf` up.
-    fn move_count(&mut self, leaf: NodeIdx, g: GroupId, old: Option<ShapeId>, new: Option<ShapeId>) {
+    fn move_count(
+        &mut self,
+        leaf: NodeIdx,
+        g: GroupId,
+        old: Option<ShapeId>,
+        new: Option<ShapeId>,
+    ) {
         let mut cur = leaf;
         loop {
             if let Some(o) = old {
-                let c = self.nodes[cur.ix()].counts.get_mut(&(g, o)).expect("count of a head shape");
+                let c = self.nodes[cur.ix()]
+                    .counts
+                    .get_mut(&(g, o))
+                    .expect("count of a head shape");
                 *c -= 1;
                 if *c == 0 {
                     self.nodes[cur.ix()].counts.remove(&(g, o));
@@ -250,7 +320,9 @@ impl Engine {
             if let Some(n) = new {
                 *self.nodes[cur.ix()].counts.entry((g, n)).or_insert(0) += 1;
             }
-            let Some(parent) = self.nodes[cur.ix()].parent else { break };
+            let Some(parent) = self.nodes[cur.ix()].parent else {
+                break;
+            };
             if let Some(o) = old {
                 self.refresh_presence(cur, g, o);
             }
@@ -263,24 +335,41 @@ impl Engine {
 
     /// Puts node `n` in (or takes it out of) its parent's index for `(g, s)`, with its current key.
     pub(crate) fn refresh_presence(&mut self, n: NodeIdx, g: GroupId, s: ShapeId) {
-        let Some(parent) = self.nodes[n.ix()].parent else { return };
-        let want = self.nodes[n.ix()].counts.get(&(g, s)).copied().unwrap_or(0) > 0 && self.eligible(n, s);
-        let new_key = if want { Some(self.node_key(n, g, s)) } else { None };
+        let Some(parent) = self.nodes[n.ix()].parent else {
+            return;
+        };
+        let want =
+            self.nodes[n.ix()].counts.get(&(g, s)).copied().unwrap_or(0) > 0 && self.eligible(n, s);
+        let new_key = if want {
+            Some(self.node_key(n, g, s))
+        } else {
+            None
+        };
         let old_key = self.nodes[n.ix()].keyed.get(&(g, s)).copied();
         if old_key == new_key {
             return;
         }
         if let Some(k) = old_key {
-            let set = self.nodes[parent.ix()].index.get_mut(&(g, s)).expect("index set of a keyed node");
+            let set = self.nodes[parent.ix()]
+                .index
+                .get_mut(&(g, s))
+                .expect("index set of a keyed node");
             let removed = set.remove(&k);
-            assert!(removed, "node {n:?} was not under its key in its parent's index");
+            assert!(
+                removed,
+                "node {n:?} was not under its key in its parent's index"
+            );
             if set.is_empty() {
                 self.nodes[parent.ix()].index.remove(&(g, s));
             }
             self.nodes[n.ix()].keyed.remove(&(g, s));
         }
         if let Some(k) = new_key {
-            self.nodes[parent.ix()].index.entry((g, s)).or_default().insert(k);
+            self.nodes[parent.ix()]
+                .index
+                .entry((g, s))
+                .or_default()
+                .insert(k);
             self.nodes[n.ix()].keyed.insert((g, s), k);
         }
     }
@@ -314,7 +403,11 @@ impl Engine {
         };
         let shape = self.shapes.get(s);
         let need = shape.demand.times(shape.gang_min as u64);
-        let chain = if self.shape_kind == TreeShape::Flat { self.tenant_chain(tenant) } else { vec![tenant] };
+        let chain = if self.shape_kind == TreeShape::Flat {
+            self.tenant_chain(tenant)
+        } else {
+            vec![tenant]
+        };
         chain.into_iter().all(|t| {
             let tenant = &self.tenants[t.ix()];
             tenant.limit.as_ref().is_none_or(|limit| {
@@ -341,7 +434,18 @@ impl Engine {
     fn node_key(&self, n: NodeIdx, g: GroupId, s: ShapeId) -> NodeKey {
         let node = &self.nodes[n.ix()];
         let (tier, primary, secondary) = match self.policy.name {
-            PolicyName::Fifo | PolicyName::Strict | PolicyName::Sjf => (0, 0, 0),
+            PolicyName::Fifo | PolicyName::Strict | PolicyName::Sjf => {
+                // A tenant's key is its head's place in the global order.
+                let head = node
+                    .leaf
+                    .as_ref()
+                    .and_then(|q| q.subqueues.get(&s))
+                    .and_then(|sub| sub.head(self.now.0));
+                match head {
+                    Some((HeadKey(t, k, seq), _)) => (t, (k as u128) ^ (1u128 << 127), seq),
+                    None => (u8::MAX, u128::MAX, u64::MAX),
+                }
+            }
             PolicyName::RoundRobin => (0, node.vtime, 0),
             PolicyName::Drr => (0, node.drr.round, node.drr.position),
             PolicyName::Wfq => {
@@ -367,22 +471,47 @@ impl Engine {
                 (tier, node.vtime, 0)
             }
         };
-        NodeKey { tier, primary, secondary, node: n }
+        NodeKey {
+            tier,
+            primary,
+            secondary,
+            node: n,
+        }
     }
 
     /// The next leaf and head shape for group `g`, in policy order, among shapes for which
     /// `fit` holds. Leaves under a tenant whose ancestors are at their limit are skipped.
-    pub(crate) fn select(&self, g: GroupId, fit: &mut dyn FnMut(ShapeId) -> bool) -> Option<(NodeIdx, ShapeId)> {
+    pub(crate) fn select(
+        &self,
+        g: GroupId,
+        fit: &mut dyn FnMut(ShapeId) -> bool,
+    ) -> Option<(NodeIdx, ShapeId)> {
         let lazy_limits = self.shape_kind == TreeShape::Flat;
         let mut node = NodeIdx(0);
         loop {
             let current = &self.nodes[node.ix()];
             if let Some(queue) = &current.leaf {
-                let s = queue.heads.iter().find(|(hg, _)| *hg == g).map(|(_, s)| *s)?;
-                return Some((node, s));
+                // The leaf's best head among the shapes it is indexed under for g that fit.
+                let mut best: Option<(HeadKey, ShapeId)> = None;
+                for &(hg, s) in &queue.heads {
+                    if hg != g || !fit(s) {
+                        continue;
+                    }
+                    let Some((hk, _)) = queue.subqueues.get(&s).and_then(|q| q.head(self.now.0))
+                    else {
+                        continue;
+                    };
+                    if best.is_none_or(|b| hk < b.0) {
+                        best = Some((hk, s));
+                    }
+                }
+                return best.map(|(_, s)| (node, s));
             }
             let mut best: Option<NodeKey> = None;
-            for (&(_, s), set) in current.index.range((g, ShapeId(0))..=(g, ShapeId(u32::MAX))) {
+            for (&(_, s), set) in current
+                .index
+                .range((g, ShapeId(0))..=(g, ShapeId(u32::MAX)))
+            {
                 if !fit(s) {
                     continue;
                 }
