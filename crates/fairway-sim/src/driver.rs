@@ -61,12 +61,15 @@ pub struct RunOptions<'a> {
     pub events: bool,
     /// Called now and then with (jobs finished or refused, jobs in the scenario).
     pub progress: Option<&'a mut dyn FnMut(u64, u64)>,
+    /// Called after every simulated instant with the engine (for checkers).
+    pub on_step: Option<&'a mut dyn FnMut(&mut Engine, Time)>,
 }
 
 /// Runs a scenario to completion (or its `until`) and returns its metrics.
 pub fn run(scenario: &Scenario, options: RunOptions<'_>) -> Metrics {
     let mut driver = Driver::new(scenario, options.events);
     let mut progress = options.progress;
+    let mut on_step = options.on_step;
     let mut last_report = 0u64;
     loop {
         let next_event = driver.queue.peek().map(|Reverse((t, _, _))| *t);
@@ -82,6 +85,9 @@ pub fn run(scenario: &Scenario, options: RunOptions<'_>) -> Metrics {
             break;
         }
         driver.step(t);
+        if let Some(check) = on_step.as_deref_mut() {
+            check(&mut driver.engine, t);
+        }
         if let Some(p) = progress.as_deref_mut() {
             let done = driver.metrics.closed_jobs();
             if done >= last_report + 1000 {

@@ -49,7 +49,7 @@ pub fn run_json(path: &Path, header: &str) -> Value {
         &scenario,
         RunOptions {
             events,
-            progress: None,
+            ..RunOptions::default()
         },
     )
     .to_json()

@@ -214,14 +214,22 @@ impl Engine {
         let now = self.observe(now);
         self.process_caps(now);
         let mut leases = Vec::new();
-        let groups: Vec<GroupId> = self
-            .polling
-            .iter()
-            .filter(|(_, set)| !set.is_empty())
-            .map(|(g, _)| *g)
-            .collect();
-        for g in groups {
-            self.pass(g, &mut leases);
+        // A job that several groups can run may block one group's pass and then start in
+        // another: passes repeat until a round grants nothing.
+        for _ in 0..64 {
+            let before = leases.len();
+            let groups: Vec<GroupId> = self
+                .polling
+                .iter()
+                .filter(|(_, set)| !set.is_empty())
+                .map(|(g, _)| *g)
+                .collect();
+            for g in &groups {
+                self.pass(*g, &mut leases);
+            }
+            if leases.len() == before || groups.len() < 2 {
+                break;
+            }
         }
         if self.policy.preemption {
             self.preempt_where_owed();

@@ -13,6 +13,7 @@
 //! is rebuilt from what drivers report after a restart.
 
 mod apply;
+mod audit;
 mod dispatch;
 mod explain;
 mod lease;

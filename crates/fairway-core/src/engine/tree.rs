@@ -418,16 +418,29 @@ impl Engine {
         })
     }
 
-    /// Whether a tenant's guarantee still covers a job of shape `s` (tier 0 under `fair`).
+    /// Whether a tenant's guarantee still covers a job of shape `s` (tier 0 under `fair`): the
+    /// job uses some guaranteed resource, and every guaranteed resource stays within the
+    /// guarantee. Resources the guarantee does not name do not count here (they are still
+    /// charged as usage above the guarantee).
     pub(crate) fn within_guarantee(&self, t: crate::ids::TenantIdx, s: ShapeId) -> bool {
         let tenant = &self.tenants[t.ix()];
         if tenant.guarantee.is_zero() {
             return false;
         }
         let shape = self.shapes.get(s);
-        let mut after = tenant.alloc.clone();
-        after.add_times(&shape.demand, shape.gang_min as u64);
-        after.saturating_minus(&tenant.guarantee).is_zero()
+        let members = shape.gang_min as u64;
+        let mut touches = false;
+        for (r, g) in tenant.guarantee.iter() {
+            if g == 0 {
+                continue;
+            }
+            let d = shape.demand.get(r).saturating_mul(members);
+            touches |= d > 0;
+            if tenant.alloc.get(r).saturating_add(d) > g {
+                return false;
+            }
+        }
+        touches
     }
 
     /// The key of node `n` in its parent's index for `(g, s)`.

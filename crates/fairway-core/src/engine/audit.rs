@@ -1,0 +1,236 @@
+//! Self-checks: the engine's books recomputed from scratch and compared with what it keeps.
+//!
+//! Used by the property tests after every step of random traces, and by the deterministic
+//! simulation of the whole server. Each check is O(state); none runs on the hot path.
+
+use super::Engine;
+use super::state::NodeKind;
+use crate::config::{Backfill, PolicyName};
+use crate::ids::{GroupId, ShapeId, TenantIdx, WorkerIdx};
+use crate::job::JobState;
+use crate::resources::ResVec;
+use std::collections::BTreeMap;
+
+impl Engine {
+    /// Recomputes allocations from the running attempts and checks them against the books:
+    /// workers, pools, tenants and nodes; capacity never over-allocated; limits never
+    /// exceeded; at most one attempt (one authoritative epoch) per job; queue counts.
+    pub fn audit(&self) -> Result<(), String> {
+        let mut worker_used: BTreeMap<WorkerIdx, ResVec> = BTreeMap::new();
+        let mut tenant_alloc: BTreeMap<TenantIdx, ResVec> = BTreeMap::new();
+        let mut pool_used: BTreeMap<String, ResVec> = BTreeMap::new();
+        let mut queued = 0u64;
+        let mut live = 0usize;
+        for (i, slot) in self.jobs.iter().enumerate() {
+            let Some(job) = slot else { continue };
+            live += 1;
+            match job.state {
+                JobState::Queued => {
+                    queued += 1;
+                    if job.attempt.is_some() {
+                        return Err(format!("queued job {} holds an attempt", job.id));
+                    }
+                    let leaf = self.nodes[job.leaf.ix()]
+                        .leaf
+                        .as_ref()
+                        .ok_or("queued job's leaf is not a leaf")?;
+                    let sub = leaf
+                        .subqueues
+                        .get(&job.shape)
+                        .ok_or_else(|| format!("job {} missing from its queue", job.id))?;
+                    if !sub.jobs().any(|j| j.ix() == i) {
+                        return Err(format!("job {} missing from its sub-queue", job.id));
+                    }
+                }
+                JobState::Running => {
+                    let a = job
+                        .attempt
+                        .as_ref()
+                        .ok_or_else(|| format!("running job {} has no attempt", job.id))?;
+                    if a.epoch > job.epoch {
+                        return Err(format!(
+                            "job {}: attempt epoch {} above the job's {}",
+                            job.id, a.epoch, job.epoch
+                        ));
+                    }
+                    if a.stop.is_none() && a.epoch != job.epoch {
+                        return Err(format!(
+                            "job {}: a live attempt under a stale epoch",
+                            job.id
+                        ));
+                    }
+                    let demand = &self.shapes.get(job.shape).demand;
+                    let mut members = 0;
+                    for &(w, m) in &a.placements {
+                        let part = demand.times(m as u64);
+                        worker_used.entry(w).or_default().add(&part);
+                        pool_used
+                            .entry(self.workers[w.ix()].pool.clone())
+                            .or_default()
+                            .add(&part);
+                        members += m;
+                    }
+                    if members != a.members {
+                        return Err(format!(
+                            "job {}: members {} != placed {}",
+                            job.id, a.members, members
+                        ));
+                    }
+                    let shape = self.shapes.get(job.shape);
+                    if members < shape.gang_min || members > shape.gang.max(1) {
+                        return Err(format!(
+                            "job {}: a gang started with {members} members",
+                            job.id
+                        ));
+                    }
+                    for t in self.tenant_chain(job.tenant) {
+                        tenant_alloc
+                            .entry(t)
+                            .or_default()
+                            .add_times(demand, members as u64);
+                    }
+                }
+                JobState::Deferred => {
+                    if !self
+                        .deferred
+                        .contains(&(job.not_before, crate::ids::JobIdx(i as u32)))
+                    {
+                        return Err(format!("deferred job {} has no timer", job.id));
+                    }
+                }
+                s => return Err(format!("live job {} in terminal state {s:?}", job.id)),
+            }
+        }
+        if live != self.live_jobs {
+            return Err(format!("live jobs {} != counted {}", self.live_jobs, live));
+        }
+        if queued != self.queued_jobs {
+            return Err(format!(
+                "queued jobs {} != counted {}",
+                self.queued_jobs, queued
+            ));
+        }
+        for (i, w) in self.workers.iter().enumerate() {
+            let used = worker_used.remove(&WorkerIdx(i as u32)).unwrap_or_default();
+            if used != w.used {
+                return Err(format!(
+                    "worker {}: used {:?} but attempts hold {:?}",
+                    w.name, w.used, used
+                ));
+            }
+            if w.group.is_some() && !w.used.fits_in(&w.capacity) {
+                return Err(format!(
+                    "worker {} over-allocated: {:?} of {:?}",
+                    w.name, w.used, w.capacity
+                ));
+            }
+        }
+        for (name, p) in &self.pools {
+            let used = pool_used.remove(name).unwrap_or_default();
+            if used != p.used {
+                return Err(format!(
+                    "pool {name}: used {:?} but attempts hold {:?}",
+                    p.used, used
+                ));
+            }
+        }
+        for (i, t) in self.tenants.iter().enumerate() {
+            let alloc = tenant_alloc
+                .remove(&TenantIdx(i as u32))
+                .unwrap_or_default();
+            if alloc != t.alloc {
+                return Err(format!(
+                    "tenant {}: alloc {:?} but attempts hold {:?}",
+                    t.name, t.alloc, alloc
+                ));
+            }
+            if let Some(limit) = &t.limit
+                && !t.alloc.fits_in(limit)
+            {
+                return Err(format!(
+                    "tenant {} exceeds its limit: {:?} > {:?}",
+                    t.name, t.alloc, limit
+                ));
+            }
+        }
+        for (i, n) in self.nodes.iter().enumerate().skip(1) {
+            let parent = n.parent.ok_or("non-root node without parent")?;
+            for (gs, key) in &n.keyed {
+                if !self.nodes[parent.ix()]
+                    .index
+                    .get(gs)
+                    .is_some_and(|set| set.contains(key))
+                {
+                    return Err(format!(
+                        "node {i} keyed under {gs:?} but absent from its parent's index"
+                    ));
+                }
+            }
+            if let NodeKind::Tenant(t) | NodeKind::Flat(t) = n.kind
+                && self.tenants[t.ix()].node.map(|x| x.ix()) != Some(i)
+            {
+                return Err(format!("node {i} does not belong to its tenant"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Work conservation after a scheduling pass without backfilling: `Some(why)` when a job
+    /// that the policy would start could start now (a waiting worker has room for it) but did
+    /// not. Capacity held by reserves, limits, or (for the one-queue policies) a blocked head
+    /// does not count.
+    pub fn idle_violation(&mut self) -> Option<String> {
+        if self.policy.backfill != Backfill::None {
+            return None;
+        }
+        let one_queue = matches!(
+            self.policy.name,
+            PolicyName::Fifo | PolicyName::Strict | PolicyName::Sjf
+        );
+        let groups: Vec<GroupId> = self
+            .polling
+            .iter()
+            .filter(|(_, s)| !s.is_empty())
+            .map(|(g, _)| *g)
+            .collect();
+        for g in groups {
+            let pick = if one_queue {
+                self.select(g, &mut |_| true)
+                    .filter(|(_, s)| self.fits_now(g, *s))
+            } else {
+                let mut cache: std::collections::BTreeMap<ShapeId, bool> = Default::default();
+                self.select(g, &mut |s| {
+                    *cache.entry(s).or_insert_with(|| self.fits_now(g, s))
+                })
+            };
+            if let Some((leaf, s)) = pick {
+                let j = self.nodes[leaf.ix()]
+                    .leaf
+                    .as_ref()?
+                    .subqueues
+                    .get(&s)?
+                    .head(self.now.0)?
+                    .1;
+                return Some(format!(
+                    "job {} of {} could start in pool {} but waits",
+                    self.job(j).id,
+                    self.node_name(leaf),
+                    self.groups.get(g).pool
+                ));
+            }
+        }
+        None
+    }
+
+    /// Tenants (by name) owed their guarantee now: they have a queued job that their guarantee
+    /// still covers (see `within_guarantee`).
+    pub fn tenants_owed_guarantee(&self) -> Vec<String> {
+        let mut owed = std::collections::BTreeSet::new();
+        for job in self.jobs.iter().flatten() {
+            if job.state == JobState::Queued && self.within_guarantee(job.tenant, job.shape) {
+                owed.insert(self.tenants[job.tenant.ix()].name.clone());
+            }
+        }
+        owed.into_iter().collect()
+    }
+}
