@@ -54,12 +54,15 @@ struct JobTrack {
     tenant: usize,
     class: usize,
     arrival: Time,
+    /// The job's actual service time (for its bounded slowdown).
+    run: Dur,
     deadline: Option<Time>,
     first_start: Option<Time>,
     waiting: bool,
     progress: Dur,
-    /// Per running attempt: (service rate, utilization rate) contributions.
-    rates: (f64, f64),
+    /// Per running attempt: its service rate and the resources it holds.
+    rate: f64,
+    held: Vec<(String, f64)>,
     closed: bool,
     accepted: bool,
 }
@@ -87,10 +90,12 @@ pub struct Metrics {
     job_ids: Vec<String>,
     window: (Time, Option<Time>),
     now: Time,
-    utilization_rate: f64,
-    utilization_since: Time,
+    /// Resources held now, and their time integrals (resource-seconds) in the window.
+    used: BTreeMap<String, f64>,
+    used_integral: BTreeMap<String, f64>,
+    /// Time integral of the most-used resource's fraction (the dominant utilization).
     utilization: f64,
-    total_workers: f64,
+    utilization_since: Time,
     total_capacity: BTreeMap<String, f64>,
     pool_capacity: Vec<BTreeMap<String, f64>>,
     demands: Vec<BTreeMap<String, f64>>,
@@ -173,6 +178,7 @@ impl Metrics {
                 tenant: tenant_index[&j.tenant],
                 class: class_names.iter().position(|c| *c == j.class).unwrap_or(0),
                 arrival: j.at,
+                run: j.duration,
                 deadline: j.deadline,
                 ..JobTrack::default()
             })
@@ -188,10 +194,10 @@ impl Metrics {
             job_ids: sc.jobs.iter().map(|j| j.id.clone()).collect(),
             window: sc.measure,
             now: Time::ZERO,
-            utilization_rate: 0.0,
-            utilization_since: Time::ZERO,
+            used: BTreeMap::new(),
+            used_integral: BTreeMap::new(),
             utilization: 0.0,
-            total_workers: sc.pools.iter().map(|p| p.workers as f64).sum(),
+            utilization_since: Time::ZERO,
             total_capacity,
             pool_capacity,
             demands: sc.jobs.iter().map(|j| j.demand.clone()).collect(),
@@ -319,6 +325,11 @@ impl Metrics {
         self.set_waiting(j, false);
     }
 
+    /// When job `j` (an index into the scenario's jobs) first started, if it did.
+    pub fn first_start(&self, j: usize) -> Option<Time> {
+        self.jobs[j].first_start
+    }
+
     /// The work done by earlier attempts of job `j`.
     pub fn progress_of(&self, j: usize) -> Dur {
         self.jobs[j].progress
@@ -329,18 +340,40 @@ impl Metrics {
         self.jobs[j].progress = p;
     }
 
-    fn set_rates(&mut self, j: usize, rates: (f64, f64)) {
+    /// Integrates resource use up to now.
+    fn integrate_use(&mut self, now: Time) {
+        let window = (self.window.0, self.window_end());
+        let dt = overlap(self.utilization_since, now, window);
+        if dt > 0.0 {
+            let mut dominant: f64 = 0.0;
+            for (r, u) in &self.used {
+                *self.used_integral.entry(r.clone()).or_insert(0.0) += u * dt;
+                if let Some(c) = self.total_capacity.get(r).filter(|c| **c > 0.0) {
+                    dominant = dominant.max(u / c);
+                }
+            }
+            self.utilization += dominant.min(1.0) * dt;
+        }
+        self.utilization_since = now;
+    }
+
+    fn set_running(&mut self, j: usize, rate: f64, held: Vec<(String, f64)>) {
         let window = (self.window.0, self.window_end());
         let now = self.now;
-        let old = self.jobs[j].rates;
+        let old = self.jobs[j].rate;
         let t = &mut self.tenants[self.jobs[j].tenant];
         t.service += t.service_rate * overlap(t.service_since, now, window);
         t.service_since = now;
-        t.service_rate += rates.0 - old.0;
-        self.utilization += self.utilization_rate * overlap(self.utilization_since, now, window);
-        self.utilization_since = now;
-        self.utilization_rate += rates.1 - old.1;
-        self.jobs[j].rates = rates;
+        t.service_rate += rate - old;
+        self.integrate_use(now);
+        for (r, a) in std::mem::take(&mut self.jobs[j].held) {
+            *self.used.entry(r).or_insert(0.0) -= a;
+        }
+        for (r, a) in &held {
+            *self.used.entry(r.clone()).or_insert(0.0) += a;
+        }
+        self.jobs[j].rate = rate;
+        self.jobs[j].held = held;
     }
 
     /// An attempt started.
@@ -367,14 +400,14 @@ impl Metrics {
         }
         self.tenants[t].attempts += 1;
         let pool = pool_of.first().copied().unwrap_or(0);
+        let _ = pools;
         let service = dominant(&self.demands[j], members as f64, &self.pool_capacity[pool]);
-        let per_worker = dominant(&self.demands[j], members as f64, &pools[pool].capacity);
-        let utilization = if self.total_workers > 0.0 {
-            per_worker / self.total_workers
+        let demand = if self.demands[j].is_empty() {
+            vec![("cpu".to_string(), members as f64)]
         } else {
-            0.0
+            self.demands[j].iter().map(|(r, a)| (r.clone(), a * members as f64)).collect()
         };
-        self.set_rates(j, (service, utilization));
+        self.set_running(j, service, demand);
         if self.events {
             self.open_attempt.insert(j, self.attempts.len());
             self.attempts.push(AttemptRecord {
@@ -391,7 +424,7 @@ impl Metrics {
     /// An attempt ended.
     pub fn ended(&mut self, j: usize, at: Time, end: AttemptEnd, _attempt: u32) {
         self.now = at;
-        self.set_rates(j, (0.0, 0.0));
+        self.set_running(j, 0.0, Vec::new());
         let (t, c) = (self.jobs[j].tenant, self.jobs[j].class);
         let outcome = match end {
             AttemptEnd::Succeeded => "succeeded",
@@ -504,8 +537,7 @@ impl Metrics {
                 t.backlog_since = end;
             }
         }
-        self.utilization += self.utilization_rate * overlap(self.utilization_since, end, window);
-        self.utilization_since = end;
+        self.integrate_use(end);
         self.engine_stats = Some(engine.stats().clone());
         self.unplaceable = 0;
         for (j, track) in self.jobs.iter().enumerate() {
@@ -629,7 +661,6 @@ impl Metrics {
                     "retries": t.retries,
                     "preempted": t.preempted,
                     "service_share": round6(shares[name]),
-                    "service_ws": round6(t.service * self.total_workers),
                     "entitlement": entitled.get(name).map(|e| round6(*e)),
                     "backlogged_s": round6(t.backlogged),
                     "wait_s": percentiles(&t.waits),
@@ -662,6 +693,17 @@ impl Metrics {
             );
         }
         let (jain, max_err) = fairness(&shares, &entitled);
+        // Over every job that started: wait from arrival to first start, and bounded slowdown
+        // against its actual service time (threshold 10 s, as on traces).
+        let (waits, slowdowns): (Vec<f64>, Vec<f64>) = self
+            .jobs
+            .iter()
+            .filter_map(|j| {
+                let wait = j.first_start?.since(j.arrival).as_secs_f64();
+                let bsld = crate::trace_metrics::bounded_slowdown_s(wait, j.run.as_secs_f64());
+                Some((wait, bsld))
+            })
+            .unzip();
         let count = |k: &str| self.counts.get(k).copied().unwrap_or(0);
         let window = self.window_secs();
         let stats = self.engine_stats.clone().unwrap_or_default();
@@ -690,6 +732,12 @@ impl Metrics {
             "classes": classes,
             "fairness": { "jain": jain.map(round6), "max_share_error": max_err.map(round6), "backlogged_tenants": entitled.len() },
             "utilization": round6(if window > 0.0 { self.utilization / window } else { 0.0 }),
+            "utilization_by_resource": self.total_capacity.iter().map(|(r, c)| {
+                let used = self.used_integral.get(r).copied().unwrap_or(0.0);
+                (r.clone(), json!(round6(if window > 0.0 && *c > 0.0 { used / (c * window) } else { 0.0 })))
+            }).collect::<Map<String, Value>>(),
+            "wait_s": percentiles(&waits),
+            "bounded_slowdown": percentiles(&slowdowns),
             "probes": self.probes,
             "engine": {
                 "dispatches": stats.dispatches,

@@ -24,6 +24,7 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 
 /// The directory of the test scenarios.
+#[allow(dead_code)]
 pub fn scenario_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/scenarios")
 }
@@ -221,10 +222,23 @@ fn compare(got: Value, op_and_value: &str, what: &str) -> Result<(), String> {
 
 /// Runs scenario `name` (`tests/scenarios/NAME.toml`) under every run of `NAME.expect` and
 /// fails with every mismatch found.
+#[allow(dead_code)]
 pub fn check(name: &str) {
     let dir = scenario_dir();
-    let toml = dir.join(format!("{name}.toml"));
-    let expect = std::fs::read_to_string(dir.join(format!("{name}.expect"))).expect("expect file");
+    check_files(name, &dir.join(format!("{name}.toml")), &dir.join(format!("{name}.expect")));
+}
+
+/// Runs the user-facing example `examples/NAME.toml` under `tests/examples/NAME.expect`.
+#[allow(dead_code)]
+pub fn check_example(name: &str) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let expect = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/examples/{name}.expect"));
+    check_files(name, &root.join(format!("examples/{name}.toml")), &expect);
+}
+
+fn check_files(name: &str, toml: &Path, expect: &Path) {
+    let toml = toml.to_path_buf();
+    let expect = std::fs::read_to_string(expect).expect("expect file");
     let mut failures = Vec::new();
     let mut doc: Option<Value> = None;
     let mut header = String::new();
