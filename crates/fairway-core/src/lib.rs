@@ -25,7 +25,7 @@ pub use engine::{
     Candidate, DecisionRecord, Engine, EngineConfig, EngineStats, Explanation, Ledger,
     TenantReport, WaitReason,
 };
-pub use engine::{StopNotice, TenantSnapshot, TickReport, WorkerOffer};
+pub use engine::{PoolUsage, StopNotice, TenantSnapshot, TickReport, WorkerOffer};
 pub use event::Event;
 pub use job::{
     Admission, HeartbeatReply, JobSpec, JobState, JobStatus, Lease, LeaseError, Outcome,

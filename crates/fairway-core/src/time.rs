@@ -149,15 +149,15 @@ impl fmt::Display for Dur {
         let n = self.0;
         if n == 0 {
             write!(f, "0s")
-        } else if n % 3_600_000_000_000 == 0 {
+        } else if n.is_multiple_of(3_600_000_000_000) {
             write!(f, "{}h", n / 3_600_000_000_000)
-        } else if n % 60_000_000_000 == 0 {
+        } else if n.is_multiple_of(60_000_000_000) {
             write!(f, "{}m", n / 60_000_000_000)
-        } else if n % 1_000_000_000 == 0 {
+        } else if n.is_multiple_of(1_000_000_000) {
             write!(f, "{}s", n / 1_000_000_000)
-        } else if n % 1_000_000 == 0 {
+        } else if n.is_multiple_of(1_000_000) {
             write!(f, "{}ms", n / 1_000_000)
-        } else if n % 1_000 == 0 {
+        } else if n.is_multiple_of(1_000) {
             write!(f, "{}us", n / 1_000)
         } else {
             write!(f, "{n}ns")

@@ -54,6 +54,9 @@ struct Running {
     undelivered: bool,
 }
 
+/// A checker called after every simulated instant.
+pub type StepHook<'a> = dyn FnMut(&mut Engine, Time) + 'a;
+
 /// Options of a run.
 #[derive(Default)]
 pub struct RunOptions<'a> {
@@ -62,7 +65,7 @@ pub struct RunOptions<'a> {
     /// Called now and then with (jobs finished or refused, jobs in the scenario).
     pub progress: Option<&'a mut dyn FnMut(u64, u64)>,
     /// Called after every simulated instant with the engine (for checkers).
-    pub on_step: Option<&'a mut dyn FnMut(&mut Engine, Time)>,
+    pub on_step: Option<&'a mut StepHook<'a>>,
 }
 
 /// Runs a scenario to completion (or its `until`) and returns its metrics.

@@ -2,8 +2,9 @@
 //!
 //! [`Scenario`] reads a scenario file (the format of DESIGN.md), [`run`] drives the engine
 //! through it, and [`Metrics`] reports what happened as JSON (a contract other tools read) or as
-//! text. SWF traces come in through [`swf`] and [`traces`]; [`rlscheduler`] reproduces the
-//! decision rules of the RLScheduler simulator exactly.
+//! text. SWF traces come in through [`swf`] and [`traces`] and are measured by
+//! [`trace_metrics`]; [`rlscheduler`] reproduces the decision rules of the RLScheduler simulator
+//! exactly.
 
 #![warn(missing_docs)]
 
@@ -13,6 +14,7 @@ pub mod rlscheduler;
 pub mod rng;
 pub mod scenario;
 pub mod swf;
+pub mod trace_metrics;
 pub mod traces;
 
 pub use driver::{RunOptions, run};

@@ -405,7 +405,10 @@ impl Metrics {
         let demand = if self.demands[j].is_empty() {
             vec![("cpu".to_string(), members as f64)]
         } else {
-            self.demands[j].iter().map(|(r, a)| (r.clone(), a * members as f64)).collect()
+            self.demands[j]
+                .iter()
+                .map(|(r, a)| (r.clone(), a * members as f64))
+                .collect()
         };
         self.set_running(j, service, demand);
         if self.events {

@@ -433,7 +433,7 @@ impl Scenario {
             });
         }
         let mut jobs = trace_jobs;
-        let mut rng = crate::rng::Rng::new(file.sim.seed ^ 0x5EED_0F_A1C);
+        let mut rng = crate::rng::Rng::new(file.sim.seed ^ 0x5EED_0FA1);
         for (i, s) in file.stream.iter().enumerate() {
             expand(
                 text,

@@ -703,10 +703,10 @@ impl Engine {
 
     /// WFQ: the fluid system's bookkeeping when flow `t` gets a job with finish tag `tag`.
     fn gps_note_arrival(&mut self, t: TenantIdx, tag: u128) {
-        if let Some(old) = self.gps.last_finish.insert(t, tag) {
-            if self.gps.backlog.remove(&(old, t)) {
-                self.gps.weight_sum -= self.tenants[t.ix()].weight.micros() as u128;
-            }
+        if let Some(old) = self.gps.last_finish.insert(t, tag)
+            && self.gps.backlog.remove(&(old, t))
+        {
+            self.gps.weight_sum -= self.tenants[t.ix()].weight.micros() as u128;
         }
         self.gps.backlog.insert((tag, t));
         self.gps.weight_sum += self.tenants[t.ix()].weight.micros() as u128;

@@ -37,6 +37,9 @@ pub(crate) struct Reservation {
     pub parts: Vec<(WorkerIdx, ResVec, ResVec)>,
 }
 
+/// Free capacity of a worker from now on: steps `(from, free)`.
+type Profile = Vec<(Time, ResVec)>;
+
 /// The most leases one pass grants, as a bound on work per call.
 const MAX_GRANTS_PER_PASS: usize = 100_000;
 
@@ -259,8 +262,7 @@ impl Engine {
         let mut passed_over = 0usize;
         let mut grants = 0usize;
         loop {
-            if !self.polling.get(&g).is_some_and(|s| !s.is_empty()) || grants >= MAX_GRANTS_PER_PASS
-            {
+            if self.polling.get(&g).is_none_or(|s| s.is_empty()) || grants >= MAX_GRANTS_PER_PASS {
                 break;
             }
             // While reservations may still be made, the policy's next choice is taken whatever
@@ -553,7 +555,7 @@ impl Engine {
                 changes.push((r.end, 0, part.clone(), false));
             }
         }
-        changes.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+        changes.sort_by_key(|a| (a.0, a.1));
         let mut steps: Vec<(Time, ResVec)> = vec![(self.now, capacity.saturating_minus(&used))];
         for (t, _, demand, acquire) in changes {
             if acquire {
@@ -581,7 +583,7 @@ impl Engine {
         let job = self.job(j);
         let shape = self.shapes.get(job.shape);
         let run = job.estimate.minus(job.progress).max(Dur(1));
-        let mut profiles: Vec<(WorkerIdx, Vec<(Time, ResVec)>, bool)> = Vec::new();
+        let mut profiles: Vec<(WorkerIdx, Profile, bool)> = Vec::new();
         let mut times: BTreeSet<Time> = BTreeSet::new();
         for &w in &self.groups.get(g).workers {
             let (steps, monotone) = self.free_profile(w, reservations);
@@ -866,7 +868,7 @@ impl Engine {
                 // Enough is already being freed here.
                 return None;
             }
-            candidates.sort_by(|a, b| (a.0, a.1, a.2, a.3).cmp(&(b.0, b.1, b.2, b.3)));
+            candidates.sort_by_key(|a| (a.0, a.1, a.2, a.3));
             let mut chosen: Vec<(JobIdx, ResVec)> = Vec::new();
             let mut f = free.clone();
             for (_, _, _, v, held) in candidates {

@@ -134,6 +134,17 @@ pub struct TenantReport {
     pub admitted: [u64; 3],
 }
 
+/// A pool's live capacity and what runs there.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PoolUsage {
+    /// Capacity of its live workers.
+    pub capacity: BTreeMap<String, f64>,
+    /// Held by running attempts.
+    pub used: BTreeMap<String, f64>,
+    /// Live workers.
+    pub workers: u32,
+}
+
 /// A tenant's queued and running jobs and held resources, for probes.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TenantSnapshot {
@@ -457,18 +468,17 @@ impl Engine {
         self.classes.iter().map(|c| c.policy.name.clone()).collect()
     }
 
-    /// Per pool: (capacity, used) as named maps, for live workers.
-    pub fn pool_usage(&self) -> BTreeMap<String, (BTreeMap<String, f64>, BTreeMap<String, f64>)> {
+    /// Per pool: capacity and use of live workers, as named amounts.
+    pub fn pool_usage(&self) -> BTreeMap<String, PoolUsage> {
         self.pools
             .iter()
             .map(|(name, p)| {
-                (
-                    name.clone(),
-                    (
-                        self.resources.named(&p.capacity),
-                        self.resources.named(&p.used),
-                    ),
-                )
+                let usage = PoolUsage {
+                    capacity: self.resources.named(&p.capacity),
+                    used: self.resources.named(&p.used),
+                    workers: p.live_workers,
+                };
+                (name.clone(), usage)
             })
             .collect()
     }

@@ -22,7 +22,7 @@ mod submit;
 mod tree;
 
 pub use dispatch::WorkerOffer;
-pub use explain::{Explanation, TenantReport, TenantSnapshot, WaitReason};
+pub use explain::{Explanation, PoolUsage, TenantReport, TenantSnapshot, WaitReason};
 pub use lease::TickReport;
 pub use state::{Candidate, DecisionRecord, EngineStats, Ledger};
 

@@ -46,8 +46,8 @@ impl Engine {
     /// the first outcome and creates nothing.
     pub fn submit(&mut self, now: Time, spec: JobSpec) -> Admission {
         let now = self.observe(now);
-        let outcome = self.admit(now, spec);
-        outcome
+
+        self.admit(now, spec)
     }
 
     fn admit(&mut self, now: Time, spec: JobSpec) -> Admission {
