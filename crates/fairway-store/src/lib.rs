@@ -1,0 +1,180 @@
+//! Fairway's durable store: the engine's event log, its snapshots, and job payloads.
+//!
+//! The engine (`fairway-core`) is event-sourced: every durable state change is an [`Event`]. The
+//! server's single writer loop applies a batch of commands, drains the resulting events and hands
+//! them to [`EventStore::commit`] as one [`Batch`]: one durable commit per group, and nothing is
+//! acknowledged before it returns. On start, [`EventStore::recover`] returns the latest snapshot
+//! and the events after it, which the engine replays.
+//!
+//! Backends: [`RedbStore`] (embedded, the default: one redb file in a data directory) and
+//! [`MemStore`] (in memory, the reference model, with fault injection for simulation). Both pass
+//! the same [`conformance`] suite. `docs/store.md` argues why a crash at any point of a commit
+//! loses nothing acknowledged.
+//!
+//! **Architecture invariant:** the store persists only the record types of [`codec`], framed and
+//! versioned; it never interprets snapshots or payloads, and it never decides anything.
+//!
+//! **Architecture invariant:** a failed write poisons the store. The caller's memory may then be
+//! ahead of the disk, so the only way on is to restart and recover.
+
+#![warn(missing_docs)]
+
+pub mod codec;
+#[doc(hidden)]
+pub mod conformance;
+mod error;
+mod mem;
+mod redb_store;
+
+pub use codec::{CodecError, decode_event, encode_event};
+pub use error::{CorruptReason, StoreError};
+pub use fairway_core::Event;
+pub use mem::{MemDisk, MemStore};
+#[doc(hidden)]
+pub use redb_store::set_format_version_for_test;
+pub use redb_store::{DB_FILE_NAME, FORMAT_VERSION, RedbStore};
+
+/// A log sequence number: 1 for the first event ever committed, then contiguous. 0 means "before
+/// any event".
+pub type Lsn = u64;
+
+/// Everything one group commit makes durable, all or nothing.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Batch {
+    /// Events, appended in this order with consecutive LSNs.
+    pub events: Vec<Event>,
+    /// Job payloads to store (job id, opaque bytes); a put replaces an earlier payload.
+    pub put_payloads: Vec<(String, Vec<u8>)>,
+    /// Job payloads to delete (absent ones are ignored). Deletes apply after the puts, so a job
+    /// accepted and ended within one batch leaves no payload.
+    pub delete_payloads: Vec<String>,
+}
+
+impl Batch {
+    /// A batch of events only.
+    pub fn of_events(events: Vec<Event>) -> Batch {
+        Batch {
+            events,
+            ..Batch::default()
+        }
+    }
+
+    /// Whether committing it would change nothing.
+    pub fn is_empty(&self) -> bool {
+        self.events.is_empty() && self.put_payloads.is_empty() && self.delete_payloads.is_empty()
+    }
+}
+
+/// What [`EventStore::recover`] found: the engine is the snapshot's state plus these events.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Recovered {
+    /// The latest snapshot and the LSN of the last event it includes.
+    pub snapshot: Option<(Lsn, Vec<u8>)>,
+    /// Every event after the snapshot (all events without one), in LSN order, contiguous.
+    pub events: Vec<(Lsn, Event)>,
+}
+
+impl Recovered {
+    /// The LSN of the last event the recovered state includes.
+    pub fn last_lsn(&self) -> Lsn {
+        match (self.events.last(), &self.snapshot) {
+            (Some((lsn, _)), _) => *lsn,
+            (None, Some((lsn, _))) => *lsn,
+            (None, None) => 0,
+        }
+    }
+}
+
+/// A durable home for the engine's events, snapshots and job payloads.
+///
+/// Synchronous: the server calls it from its dedicated writer thread. Every write is durable
+/// when it returns `Ok` (and only then may the caller acknowledge anything). Any write error
+/// poisons the store: every later call returns [`StoreError::Poisoned`] until the process
+/// reopens the store and recovers.
+pub trait EventStore: Send {
+    /// Makes the whole batch durable in one commit, or nothing of it: its events appended with
+    /// consecutive LSNs, its payload puts, then its deletes. Returns the LSN of the batch's last
+    /// event, or the current last LSN for a batch without events (an empty batch writes nothing).
+    fn commit(&mut self, batch: &Batch) -> Result<Lsn, StoreError>;
+
+    /// Durably stores a snapshot of the engine's state after the event at `lsn`, which must be
+    /// between the current snapshot's LSN and [`EventStore::last_lsn`]. In the same commit it
+    /// prunes the events at or before `lsn` and the older snapshots.
+    fn put_snapshot(&mut self, lsn: Lsn, bytes: &[u8]) -> Result<(), StoreError>;
+
+    /// Reads the latest snapshot and every event after it, verifying each record's frame and
+    /// that the LSNs are contiguous. A bad or missing record is an error naming its LSN: the
+    /// store never returns a log with a hole or a silently shortened tail.
+    fn recover(&mut self) -> Result<Recovered, StoreError>;
+
+    /// The payload of `job`, if one is stored.
+    fn payload(&self, job: &str) -> Result<Option<Vec<u8>>, StoreError>;
+
+    /// The LSN of the last committed event (0 before the first). Durable: it survives reopening.
+    fn last_lsn(&self) -> Lsn;
+}
+
+/// Checks the arguments of [`EventStore::put_snapshot`], shared by every backend.
+pub(crate) fn check_snapshot_lsn(
+    lsn: Lsn,
+    last_lsn: Lsn,
+    snapshot_lsn: Option<Lsn>,
+) -> Result<(), StoreError> {
+    if lsn > last_lsn {
+        return Err(StoreError::Invalid(format!(
+            "snapshot at LSN {lsn} is after the last committed LSN {last_lsn}"
+        )));
+    }
+    if let Some(current) = snapshot_lsn
+        && lsn < current
+    {
+        return Err(StoreError::Invalid(format!(
+            "snapshot at LSN {lsn} is older than the stored snapshot at LSN {current}"
+        )));
+    }
+    Ok(())
+}
+
+/// Builds a [`Recovered`] from framed records, shared by every backend: decodes the snapshot,
+/// then checks that the events after it start right after it and have no hole.
+pub(crate) fn recover_from_frames<E>(
+    snapshot: Option<(Lsn, &[u8])>,
+    events: impl IntoIterator<Item = Result<(Lsn, E), StoreError>>,
+) -> Result<Recovered, StoreError>
+where
+    E: AsRef<[u8]>,
+{
+    let snapshot = match snapshot {
+        Some((lsn, frame)) => Some((
+            lsn,
+            codec::decode_snapshot(frame)
+                .map_err(|reason| StoreError::CorruptSnapshot { lsn, reason })?,
+        )),
+        None => None,
+    };
+    let mut expected = snapshot.as_ref().map_or(1, |(lsn, _)| lsn + 1);
+    let mut out = Vec::new();
+    for item in events {
+        let (lsn, frame) = item?;
+        if lsn < expected {
+            // Older than the snapshot and not yet pruned: not part of the recovered state.
+            continue;
+        }
+        if lsn > expected {
+            return Err(StoreError::Corrupt {
+                lsn: expected,
+                reason: CorruptReason::Missing,
+            });
+        }
+        let event = decode_event(frame.as_ref()).map_err(|e| StoreError::Corrupt {
+            lsn,
+            reason: CorruptReason::Codec(e),
+        })?;
+        out.push((lsn, event));
+        expected += 1;
+    }
+    Ok(Recovered {
+        snapshot,
+        events: out,
+    })
+}
