@@ -115,6 +115,9 @@ struct Driver<'a> {
     worker_by_name: HashMap<String, usize>,
     job_index: HashMap<String, usize>,
     running: HashMap<usize, Running>,
+    /// Attempts reclaimed while their workers were cut off: they still run there, and report
+    /// (late, under a stale epoch) once the workers come back.
+    zombies: HashMap<(usize, u64), Running>,
     open_jobs: u64,
     metrics: Metrics,
 }
@@ -139,6 +142,7 @@ impl<'a> Driver<'a> {
             worker_by_name: HashMap::new(),
             job_index: HashMap::new(),
             running: HashMap::new(),
+            zombies: HashMap::new(),
             open_jobs: 0,
             metrics: Metrics::new(sc, events),
         };
@@ -270,13 +274,22 @@ impl<'a> Driver<'a> {
 
     /// The attempt's work is over; its workers report unless they are cut off.
     fn work_done(&mut self, job: usize, epoch: u64) {
+        let alive = |workers: &[usize], all: &[SimWorker]| workers.iter().all(|&w| all[w].alive);
+        if let Some(r) = self.zombies.get_mut(&(job, epoch)) {
+            if alive(&r.workers, &self.workers) {
+                self.deliver_zombie(job, epoch);
+            } else {
+                r.undelivered = true;
+            }
+            return;
+        }
         let Some(r) = self.running.get_mut(&job) else {
             return;
         };
         if r.epoch != epoch {
             return;
         }
-        if r.workers.iter().any(|&w| !self.workers[w].alive) {
+        if !alive(&r.workers, &self.workers) {
             r.undelivered = true;
             return;
         }
@@ -286,6 +299,28 @@ impl<'a> Driver<'a> {
             Outcome::Succeeded
         };
         self.report(job, epoch, outcome, None);
+    }
+
+    /// A reclaimed attempt's worker reports at last: the engine must refuse it.
+    fn deliver_zombie(&mut self, job: usize, epoch: u64) {
+        let Some(r) = self.zombies.remove(&(job, epoch)) else {
+            return;
+        };
+        let outcome = if r.fails {
+            Outcome::Failed { retryable: true }
+        } else {
+            Outcome::Succeeded
+        };
+        let id = self.sc.jobs[job].id.clone();
+        match self
+            .engine
+            .finish(self.now, &id, epoch, outcome, None, None)
+        {
+            Err(e) => self.metrics.stale_completion(&e),
+            Ok(_) => panic!(
+                "the engine accepted a report from a reclaimed attempt of {id} (epoch {epoch})"
+            ),
+        }
     }
 
     fn report(&mut self, job: usize, epoch: u64, outcome: Outcome, progress: Option<Dur>) {
@@ -363,24 +398,19 @@ impl<'a> Driver<'a> {
                 self.workers[w].alive = true;
                 returned -= 1;
                 self.offer(w);
-                // Reports held while cut off are delivered now: late, and refused if the lease
-                // was reclaimed meanwhile.
-                let held: Vec<(usize, u64)> = self
-                    .running
+                // Reports held while cut off are delivered now: late, and refused because the
+                // lease was reclaimed meanwhile.
+                let mut held: Vec<(usize, u64)> = self
+                    .zombies
                     .iter()
-                    .filter(|(_, r)| r.undelivered && r.workers.contains(&w))
-                    .map(|(j, r)| (*j, r.epoch))
+                    .filter(|(_, r)| {
+                        r.undelivered && r.workers.iter().all(|&x| self.workers[x].alive)
+                    })
+                    .map(|(k, _)| *k)
                     .collect();
-                let mut held = held;
                 held.sort();
                 for (job, epoch) in held {
-                    let fails = self.running[&job].fails;
-                    let outcome = if fails {
-                        Outcome::Failed { retryable: true }
-                    } else {
-                        Outcome::Succeeded
-                    };
-                    self.report(job, epoch, outcome, None);
+                    self.deliver_zombie(job, epoch);
                 }
             }
         }
@@ -481,6 +511,11 @@ impl<'a> Driver<'a> {
                 } => {
                     let j = self.job_index[job];
                     let r = self.running.remove(&j);
+                    if let Some(r) = &r
+                        && r.workers.iter().any(|&w| !self.workers[w].alive)
+                    {
+                        self.zombies.insert((j, r.epoch), r.clone());
+                    }
                     freed = true;
                     self.metrics
                         .ended(j, *at, *end, r.as_ref().map(|r| r.attempt).unwrap_or(0));

@@ -225,14 +225,19 @@ fn compare(got: Value, op_and_value: &str, what: &str) -> Result<(), String> {
 #[allow(dead_code)]
 pub fn check(name: &str) {
     let dir = scenario_dir();
-    check_files(name, &dir.join(format!("{name}.toml")), &dir.join(format!("{name}.expect")));
+    check_files(
+        name,
+        &dir.join(format!("{name}.toml")),
+        &dir.join(format!("{name}.expect")),
+    );
 }
 
 /// Runs the user-facing example `examples/NAME.toml` under `tests/examples/NAME.expect`.
 #[allow(dead_code)]
 pub fn check_example(name: &str) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let expect = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/examples/{name}.expect"));
+    let expect =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/examples/{name}.expect"));
     check_files(name, &root.join(format!("examples/{name}.toml")), &expect);
 }
 

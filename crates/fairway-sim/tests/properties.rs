@@ -9,6 +9,14 @@ use fairway_core::PolicyName;
 use fairway_sim::scenario::Overrides;
 use fairway_sim::{RunOptions, Scenario};
 use proptest::prelude::*;
+
+/// Cases per property: the default, or `PROPTEST_CASES` for longer runs.
+fn cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
 use std::fmt::Write;
 
 #[derive(Clone, Debug)]
@@ -104,7 +112,7 @@ fn run(text: &str, check: &mut dyn FnMut(&mut fairway_core::Engine, fairway_core
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(48), ..ProptestConfig::default() })]
 
     /// Books balance, capacity is never over-allocated, limits are never exceeded, and without
     /// backfilling the engine is work conserving; and the same scenario replays identically.

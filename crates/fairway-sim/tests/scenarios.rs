@@ -30,4 +30,11 @@ scenario!(
     backfill_short,
     gang,
     unplaceable,
+    admission_burst,
+    impossible_deadline,
+    retry_storm,
+    estimator_gaming,
+    urgent_reserve,
+    urgent_no_preemption,
+    worker_loss,
 );

@@ -396,11 +396,24 @@ impl Engine {
         after.add(&holds);
         if after.fits_in(&pool.capacity) {
             Some(false)
-        } else if shape.preemptible && self.policy.preemption {
+        } else if shape.preemptible
+            && self.policy.preemption
+            && !self.higher_band_waiting(shape.class)
+        {
+            // Borrowing is for reserve nobody is asking for: lending it while the band it is
+            // held for waits would only buy a preemption.
             Some(true)
         } else {
             None
         }
+    }
+
+    /// Whether a band with a reserve and higher priority than `class` has jobs waiting.
+    fn higher_band_waiting(&self, class: u16) -> bool {
+        let priority = self.classes[class as usize].policy.priority;
+        self.classes
+            .iter()
+            .any(|c| c.policy.reserve_ppb > 0 && c.policy.priority > priority && c.queued > 0)
     }
 
     /// Capacity of `pool` held for bands of higher priority than `class` and not used by them.
@@ -776,30 +789,62 @@ impl Engine {
     /// is owed capacity they hold.
     fn preempt_where_owed(&mut self) {
         let groups: Vec<GroupId> = self.groups.live().collect();
+        let mut reserved: Vec<(i32, u16)> = self
+            .classes
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.policy.reserve_ppb > 0)
+            .map(|(i, c)| (-c.policy.priority, i as u16))
+            .collect();
+        reserved.sort();
         for g in groups {
-            // The policy's next job among those that cannot start now.
-            let mut cache: FxHashMap<ShapeId, bool> = FxHashMap::default();
-            let blocked = self.select(g, &mut |s| {
-                *cache.entry(s).or_insert_with(|| !self.fits_now(g, s))
-            });
-            let Some((leaf, s)) = blocked else { continue };
-            let j = self.nodes[leaf.ix()].leaf.as_ref().expect("leaf").subqueues[&s]
-                .head(self.now.0)
-                .expect("indexed head")
-                .1;
-            let tenant = self.job(j).tenant;
-            let class = self.shapes.get(s).class;
-            let reserve_owed = self.class_reserve_owed(g, class);
-            let guarantee_owed =
-                self.shape_kind == TreeShape::Hierarchical && self.within_guarantee(tenant, s);
-            if !reserve_owed && !guarantee_owed {
-                continue;
-            }
-            if let Some(victims) = self.choose_victims(j, g, reserve_owed) {
-                for v in victims {
-                    self.request_stop(v, StopReason::Preempt);
-                    self.stats.preemptions += 1;
+            // Reserves, most urgent band first: its best job that cannot start now.
+            for &(_, class) in &reserved {
+                if !self.class_reserve_owed(g, class) {
+                    continue;
                 }
+                let mut cache: FxHashMap<ShapeId, bool> = FxHashMap::default();
+                let blocked = self.select(g, &mut |s| {
+                    *cache.entry(s).or_insert_with(|| {
+                        self.shapes.get(s).class == class && !self.fits_now(g, s)
+                    })
+                });
+                if let Some(j) = blocked.and_then(|(leaf, s)| self.head_of(leaf, s)) {
+                    self.preempt_for(j, g, true);
+                }
+            }
+            // Guarantees: the policy's next job among those that cannot start, if its tenant is
+            // owed its guarantee (tier 0 comes first, so it is found first).
+            if self.shape_kind == TreeShape::Hierarchical {
+                let mut cache: FxHashMap<ShapeId, bool> = FxHashMap::default();
+                let blocked = self.select(g, &mut |s| {
+                    *cache.entry(s).or_insert_with(|| !self.fits_now(g, s))
+                });
+                if let Some((leaf, s)) = blocked
+                    && let Some(j) = self.head_of(leaf, s)
+                    && self.within_guarantee(self.job(j).tenant, s)
+                {
+                    self.preempt_for(j, g, false);
+                }
+            }
+        }
+    }
+
+    fn head_of(&self, leaf: NodeIdx, s: ShapeId) -> Option<JobIdx> {
+        self.nodes[leaf.ix()]
+            .leaf
+            .as_ref()?
+            .subqueues
+            .get(&s)?
+            .head(self.now.0)
+            .map(|h| h.1)
+    }
+
+    fn preempt_for(&mut self, j: JobIdx, g: GroupId, for_reserve: bool) {
+        if let Some(victims) = self.choose_victims(j, g, for_reserve) {
+            for v in victims {
+                self.request_stop(v, StopReason::Preempt);
+                self.stats.preemptions += 1;
             }
         }
     }

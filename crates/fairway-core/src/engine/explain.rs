@@ -483,6 +483,17 @@ impl Engine {
             .collect()
     }
 
+    /// Resources held in `pool` by running attempts of each class.
+    pub fn class_usage(&self, pool: &str) -> BTreeMap<String, BTreeMap<String, f64>> {
+        let Some(p) = self.pools.get(pool) else {
+            return BTreeMap::new();
+        };
+        p.class_used
+            .iter()
+            .map(|(c, used)| (self.class_name(*c).to_string(), self.resources.named(used)))
+            .collect()
+    }
+
     /// The policy's name for the balance shown in reports.
     pub fn balance_unit(&self) -> &'static str {
         match self.policy.name {

@@ -85,6 +85,7 @@ pub(crate) struct Drain {
 }
 
 /// The scheduling engine. See the module documentation.
+#[derive(Clone)]
 pub struct Engine {
     pub(crate) config: EngineConfig,
     pub(crate) policy: Policy,
@@ -511,6 +512,7 @@ impl Engine {
                         .insert(c.name.clone(), self.classes.len() as u16);
                     self.classes.push(Class {
                         policy: c.clone(),
+                        queued: 0,
                         ledger: Ledger::default(),
                         deadline_misses: 0,
                     });
@@ -572,8 +574,15 @@ impl Engine {
             }
         }
         queued.sort();
+        // Queue-side books are rebuilt by the re-entries below.
+        self.queued_jobs = 0;
+        self.backlog.clear();
+        self.deadlines.clear();
+        self.caps.clear();
+        for class in self.classes.iter_mut() {
+            class.queued = 0;
+        }
         for (_, j) in queued {
-            self.queued_jobs -= 1;
             self.enqueue(j);
         }
         for j in running {

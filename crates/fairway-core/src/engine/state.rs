@@ -145,6 +145,8 @@ pub(crate) struct Tenant {
 #[derive(Clone, Debug)]
 pub(crate) struct Class {
     pub policy: ClassPolicy,
+    /// Jobs of this class waiting in queues.
+    pub queued: u64,
     pub ledger: Ledger,
     pub deadline_misses: u64,
 }

@@ -110,6 +110,7 @@ impl Engine {
         let b = self.backlog.entry((class, shape)).or_default();
         b.queued_cost += cost;
         b.queued_jobs += 1;
+        self.classes[class as usize].queued += 1;
         let deadline = self.job(j).deadline;
         if deadline != Time::MAX
             && self.classes[class as usize].policy.on_deadline
@@ -181,6 +182,7 @@ impl Engine {
             .expect("backlog of a queued job");
         b.queued_cost -= cost;
         b.queued_jobs -= 1;
+        self.classes[class as usize].queued -= 1;
         if b.queued_jobs == 0 {
             self.backlog.remove(&(class, shape));
         }
