@@ -1,0 +1,599 @@
+//! [`Client`]: one typed method per call of the HTTP API v1.
+
+use crate::error::Error;
+use crate::types::*;
+use reqwest::{Method, RequestBuilder, Url};
+use serde::de::DeserializeOwned;
+use std::fmt;
+use std::time::Duration;
+use time::OffsetDateTime;
+
+/// The default time a call may take, connection included (long polls get their wait on top).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+/// The default time to establish a connection.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A fresh job id: a UUID v7, so ids sort by creation time and never collide across producers.
+pub fn new_job_id() -> String {
+    uuid::Uuid::now_v7().to_string()
+}
+
+impl JobSpec {
+    /// Gives the job a generated id (a UUID v7) unless it has one, and returns the id.
+    ///
+    /// Submitting the same id twice creates the job once, so call this before a retry loop of
+    /// your own: every try then names the same job.
+    pub fn ensure_id(&mut self) -> &str {
+        self.id.get_or_insert_with(new_job_id)
+    }
+}
+
+/// A submission the server took: accepted now, or accepted for later.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Submitted {
+    /// Queued (201).
+    Accepted {
+        /// The job's id.
+        job_id: String,
+        /// Whether the id had been submitted before; nothing new was created.
+        duplicate: bool,
+    },
+    /// Accepted but not eligible before `not_before` (202).
+    Deferred {
+        /// The job's id.
+        job_id: String,
+        /// When it becomes eligible.
+        not_before: OffsetDateTime,
+        /// Whether the id had been submitted before.
+        duplicate: bool,
+    },
+}
+
+impl Submitted {
+    /// The job's id.
+    pub fn job_id(&self) -> &str {
+        match self {
+            Submitted::Accepted { job_id, .. } | Submitted::Deferred { job_id, .. } => job_id,
+        }
+    }
+
+    /// Whether the id had been submitted before (the first outcome was returned again).
+    pub fn duplicate(&self) -> bool {
+        match self {
+            Submitted::Accepted { duplicate, .. } | Submitted::Deferred { duplicate, .. } => {
+                *duplicate
+            }
+        }
+    }
+}
+
+impl From<Submitted> for SubmitReply {
+    fn from(s: Submitted) -> SubmitReply {
+        match s {
+            Submitted::Accepted { job_id, duplicate } => {
+                SubmitReply::Accepted { job_id, duplicate }
+            }
+            Submitted::Deferred {
+                job_id,
+                not_before,
+                duplicate,
+            } => SubmitReply::Deferred {
+                job_id,
+                not_before,
+                duplicate,
+            },
+        }
+    }
+}
+
+impl SubmitReply {
+    /// The reply as a `Result`: accepted and deferred are `Ok`, rejections are
+    /// [`Error::Rejected`].
+    pub fn into_result(self) -> Result<Submitted, Error> {
+        match self {
+            SubmitReply::Accepted { job_id, duplicate } => {
+                Ok(Submitted::Accepted { job_id, duplicate })
+            }
+            SubmitReply::Deferred {
+                job_id,
+                not_before,
+                duplicate,
+            } => Ok(Submitted::Deferred {
+                job_id,
+                not_before,
+                duplicate,
+            }),
+            SubmitReply::RejectedRetryable {
+                reason,
+                message,
+                retry_after_ms,
+            } => Err(Error::Rejected {
+                retryable: true,
+                reason,
+                message,
+                retry_after: Some(Duration::from_millis(retry_after_ms)),
+            }),
+            SubmitReply::RejectedFinal { reason, message } => Err(Error::Rejected {
+                retryable: false,
+                reason,
+                message,
+                retry_after: None,
+            }),
+        }
+    }
+}
+
+impl BatchResult {
+    /// The result as the same `Result` a single [`Client::submit`] would have returned.
+    pub fn into_result(self) -> Result<Submitted, Error> {
+        match self.body {
+            BatchItem::Reply(reply) => reply.into_result(),
+            BatchItem::Error(body) => Err(Error::from_body(self.status, body, None)),
+        }
+    }
+}
+
+/// How [`Client::submit_with_retry`] retries: bounded attempts, exponential backoff.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Tries in all, the first included (at least 1).
+    pub max_attempts: u32,
+    /// Wait after the first failed try; doubles per try.
+    pub initial_backoff: Duration,
+    /// The longest wait between tries (a server's `Retry-After` may ask for longer, and is
+    /// honoured).
+    pub max_backoff: Duration,
+}
+
+impl Default for RetryPolicy {
+    /// Five tries, waiting 100 ms, 200 ms, 400 ms, 800 ms between them.
+    fn default() -> RetryPolicy {
+        RetryPolicy {
+            max_attempts: 5,
+            initial_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_secs(5),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// The wait before try `attempt + 1` after try `attempt` (1-based) failed with `error`.
+    fn wait(&self, attempt: u32, error: &Error) -> Duration {
+        let backoff = self
+            .initial_backoff
+            .saturating_mul(1u32 << (attempt - 1).min(20))
+            .min(self.max_backoff);
+        backoff.max(error.retry_after().unwrap_or_default())
+    }
+}
+
+/// A client of one Fairway server.
+///
+/// Cheap to clone (the connection pool is shared). Every call is a single HTTP request; none
+/// retries on its own except [`Client::submit_with_retry`].
+#[derive(Clone)]
+pub struct Client {
+    http: reqwest::Client,
+    base: Url,
+    token: Option<String>,
+    timeout: Duration,
+}
+
+impl fmt::Debug for Client {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The token stays out of logs.
+        f.debug_struct("Client")
+            .field("base", &self.base.as_str())
+            .field("token", &self.token.as_ref().map(|_| "<set>"))
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
+/// Builds a [`Client`]: base URL, bearer token, timeouts.
+#[derive(Clone, Debug)]
+pub struct ClientBuilder {
+    base: String,
+    token: Option<String>,
+    timeout: Duration,
+    connect_timeout: Duration,
+}
+
+impl ClientBuilder {
+    /// Sends `Authorization: Bearer <token>` with every call.
+    pub fn token(mut self, token: impl Into<String>) -> ClientBuilder {
+        self.token = Some(token.into());
+        self
+    }
+
+    /// The time a call may take (default [`DEFAULT_TIMEOUT`]); a lease's long poll gets its
+    /// `wait_ms` on top.
+    pub fn timeout(mut self, timeout: Duration) -> ClientBuilder {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The time to establish a connection (default [`DEFAULT_CONNECT_TIMEOUT`]).
+    pub fn connect_timeout(mut self, timeout: Duration) -> ClientBuilder {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// The client. Fails when the base URL is not an `http://` URL: this SDK is built without
+    /// TLS, so put a TLS-terminating proxy in front of a server reached over a network.
+    pub fn build(self) -> Result<Client, Error> {
+        let mut base = Url::parse(&self.base)
+            .map_err(|e| Error::Invalid(format!("server URL `{}`: {e}", self.base)))?;
+        if base.scheme() != "http" {
+            return Err(Error::Invalid(format!(
+                "server URL `{}`: only http:// is supported (this client is built without TLS)",
+                self.base
+            )));
+        }
+        if base.cannot_be_a_base() || base.query().is_some() || base.fragment().is_some() {
+            return Err(Error::Invalid(format!(
+                "server URL `{}`: expected http://HOST[:PORT][/PREFIX]",
+                self.base
+            )));
+        }
+        // A trailing slash would otherwise add an empty path segment before `v1`.
+        if base.path().ends_with('/') {
+            let trimmed = base.path().trim_end_matches('/').to_string();
+            base.set_path(&trimmed);
+        }
+        let http = reqwest::Client::builder()
+            .timeout(self.timeout)
+            .connect_timeout(self.connect_timeout)
+            .build()
+            .map_err(Error::Transport)?;
+        Ok(Client {
+            http,
+            base,
+            token: self.token,
+            timeout: self.timeout,
+        })
+    }
+}
+
+impl Client {
+    /// A client of the server at `base_url` (`http://127.0.0.1:7700`) with default timeouts
+    /// and no token.
+    pub fn new(base_url: impl Into<String>) -> Result<Client, Error> {
+        Client::builder(base_url).build()
+    }
+
+    /// A builder for a client of the server at `base_url`.
+    pub fn builder(base_url: impl Into<String>) -> ClientBuilder {
+        ClientBuilder {
+            base: base_url.into(),
+            token: None,
+            timeout: DEFAULT_TIMEOUT,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+        }
+    }
+
+    /// The server's base URL.
+    pub fn base_url(&self) -> &str {
+        self.base.as_str()
+    }
+
+    /// Submits one job (`POST /v1/jobs`).
+    ///
+    /// A job without an id gets a UUID v7 first, returned in [`Submitted::job_id`]. `Ok` means
+    /// the job is durably accepted (or deferred); a refusal is [`Error::Rejected`]. To retry a
+    /// submission yourself, reuse the id (see [`JobSpec::ensure_id`]), or use
+    /// [`Client::submit_with_retry`].
+    pub async fn submit(&self, mut spec: JobSpec) -> Result<Submitted, Error> {
+        spec.ensure_id();
+        let request = self.request(Method::POST, &["v1", "jobs"]).json(&spec);
+        let reply: SubmitReply = self.call(request).await?;
+        reply.into_result()
+    }
+
+    /// Submits one job, retrying transport failures, 429s and 503s up to
+    /// `retry.max_attempts` tries with exponential backoff (at least the server's
+    /// `Retry-After`).
+    ///
+    /// Retrying is safe because submission is idempotent by job id: the id is fixed before
+    /// the first try (a UUID v7 when the spec has none), and a server that already accepted
+    /// it (say, the reply was lost to a timeout) answers the retry with the first outcome and
+    /// `duplicate: true`, creating nothing. Final rejections and other errors are returned at
+    /// once.
+    pub async fn submit_with_retry(
+        &self,
+        mut spec: JobSpec,
+        retry: &RetryPolicy,
+    ) -> Result<Submitted, Error> {
+        spec.ensure_id();
+        let mut attempt = 1;
+        loop {
+            match self.submit(spec.clone()).await {
+                Err(e) if e.is_retryable() && attempt < retry.max_attempts.max(1) => {
+                    let wait = retry.wait(attempt, &e);
+                    tracing::debug!(job_id = spec.id.as_deref(), attempt, error = %e, wait_ms = wait.as_millis() as u64, "submit failed; retrying the same id");
+                    tokio::time::sleep(wait).await;
+                    attempt += 1;
+                }
+                result => return result,
+            }
+        }
+    }
+
+    /// Submits up to [`MAX_BATCH`] jobs in one request (`POST /v1/jobs/batch`); jobs without
+    /// an id get one. The outer `Result` is the request's; the inner ones are each job's, in
+    /// order, as [`Client::submit`] would have returned them.
+    pub async fn submit_batch(
+        &self,
+        mut jobs: Vec<JobSpec>,
+    ) -> Result<Vec<Result<Submitted, Error>>, Error> {
+        if jobs.len() > MAX_BATCH {
+            return Err(Error::Invalid(format!(
+                "a batch holds at most {MAX_BATCH} jobs, not {}",
+                jobs.len()
+            )));
+        }
+        for job in &mut jobs {
+            job.ensure_id();
+        }
+        let count = jobs.len();
+        let request = self
+            .request(Method::POST, &["v1", "jobs", "batch"])
+            .json(&BatchSubmitRequest { jobs });
+        let reply: BatchSubmitReply = self.call(request).await?;
+        if reply.results.len() != count {
+            return Err(Error::Protocol {
+                status: 200,
+                message: format!("{} results for {count} jobs", reply.results.len()),
+            });
+        }
+        Ok(reply
+            .results
+            .into_iter()
+            .map(BatchResult::into_result)
+            .collect())
+    }
+
+    /// A job's state (`GET /v1/jobs/{id}`); [`Error::NotFound`] for an unknown id.
+    pub async fn status(&self, job_id: &str) -> Result<JobStatus, Error> {
+        self.call(self.request(Method::GET, &["v1", "jobs", job_id]))
+            .await
+    }
+
+    /// Cancels a job (`POST /v1/jobs/{id}/cancel`) and returns its state after. A running
+    /// attempt is told to stop at its next heartbeat.
+    pub async fn cancel(&self, job_id: &str) -> Result<JobStateReply, Error> {
+        self.call(self.request(Method::POST, &["v1", "jobs", job_id, "cancel"]))
+            .await
+    }
+
+    /// The policy in force and its version (`GET /v1/policy`).
+    pub async fn get_policy(&self) -> Result<PolicyReply, Error> {
+        self.call(self.request(Method::GET, &["v1", "policy"]))
+            .await
+    }
+
+    /// Replaces the policy with the TOML `text` (`PUT /v1/policy`) and returns the new
+    /// version. A malformed policy is [`Error::InvalidPolicy`] with every error, and the prior
+    /// version stays in force.
+    pub async fn put_policy(&self, text: impl Into<String>) -> Result<PolicyVersion, Error> {
+        let request = self
+            .request(Method::PUT, &["v1", "policy"])
+            .header(reqwest::header::CONTENT_TYPE, "application/toml")
+            .body(text.into());
+        self.call(request).await
+    }
+
+    /// Asks for work (`POST /v1/leases`), waiting up to `request.wait_ms` for some; an empty
+    /// list means the wait ran out. Polling also tells the server the worker is alive.
+    pub async fn lease(&self, request: &LeaseRequest) -> Result<Vec<Lease>, Error> {
+        let wait = Duration::from_millis(request.wait_ms.unwrap_or(0));
+        let request = self
+            .request(Method::POST, &["v1", "leases"])
+            .timeout(self.timeout.saturating_add(wait))
+            .json(request);
+        let reply: LeaseReply = self.call(request).await?;
+        Ok(reply.leases)
+    }
+
+    /// Reports that the attempt of `job_id` under `epoch` is alive
+    /// (`POST /v1/leases/{job_id}/heartbeat`), with its progress for checkpointable jobs. The
+    /// reply says whether to continue, or to stop for a preemption or a cancel.
+    /// [`Error::StaleEpoch`] means the attempt is no longer the caller's: stop it.
+    pub async fn heartbeat(
+        &self,
+        job_id: &str,
+        epoch: u64,
+        progress_ms: Option<u64>,
+    ) -> Result<HeartbeatReply, Error> {
+        let request = self
+            .request(Method::POST, &["v1", "leases", job_id, "heartbeat"])
+            .json(&HeartbeatRequest { epoch, progress_ms });
+        self.call(request).await
+    }
+
+    /// Reports how the attempt of `job_id` ended (`POST /v1/leases/{job_id}/complete`) and
+    /// returns the job's state after. [`Error::StaleEpoch`] means it was no longer the caller's
+    /// attempt, and nothing changed.
+    pub async fn complete(
+        &self,
+        job_id: &str,
+        completion: &CompleteRequest,
+    ) -> Result<JobStateReply, Error> {
+        let request = self
+            .request(Method::POST, &["v1", "leases", job_id, "complete"])
+            .json(completion);
+        self.call(request).await
+    }
+
+    /// Reports many completions in one request (`POST /v1/leases/complete`); one result each,
+    /// in order.
+    pub async fn complete_batch(
+        &self,
+        completions: Vec<Completion>,
+    ) -> Result<Vec<CompletionResult>, Error> {
+        let count = completions.len();
+        let request = self
+            .request(Method::POST, &["v1", "leases", "complete"])
+            .json(&BatchCompleteRequest { completions });
+        let reply: BatchCompleteReply = self.call(request).await?;
+        if reply.results.len() != count {
+            return Err(Error::Protocol {
+                status: 200,
+                message: format!("{} results for {count} completions", reply.results.len()),
+            });
+        }
+        Ok(reply.results)
+    }
+
+    /// `Ok` when the server process is up (`GET /healthz`).
+    pub async fn health(&self) -> Result<(), Error> {
+        self.send(self.request(Method::GET, &["healthz"]))
+            .await
+            .map(drop)
+    }
+
+    /// `Ok` when the server is ready to take calls (`GET /readyz`): its state is recovered.
+    pub async fn ready(&self) -> Result<(), Error> {
+        self.send(self.request(Method::GET, &["readyz"]))
+            .await
+            .map(drop)
+    }
+
+    /// A request to the base URL plus `segments`, each percent-encoded (job ids may hold any
+    /// character), with the bearer token.
+    fn request(&self, method: Method, segments: &[&str]) -> RequestBuilder {
+        let mut url = self.base.clone();
+        url.path_segments_mut()
+            .expect("checked in build: the base URL can be a base")
+            .pop_if_empty()
+            .extend(segments);
+        let request = self.http.request(method, url);
+        match &self.token {
+            Some(token) => request.bearer_auth(token),
+            None => request,
+        }
+    }
+
+    /// Sends `request` and decodes a success reply as `T`.
+    async fn call<T: DeserializeOwned>(&self, request: RequestBuilder) -> Result<T, Error> {
+        let (status, body) = self.send(request).await?;
+        serde_json::from_slice(&body).map_err(|e| Error::Protocol {
+            status,
+            message: format!("the reply does not match the contract: {e}"),
+        })
+    }
+
+    /// Sends `request`; a 2xx reply's status and body, or the error the reply stands for.
+    async fn send(&self, request: RequestBuilder) -> Result<(u16, Vec<u8>), Error> {
+        let response = request.send().await?;
+        let status = response.status().as_u16();
+        let retry_after = response
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(Duration::from_secs);
+        let body = response.bytes().await?.to_vec();
+        if (200..300).contains(&status) {
+            Ok((status, body))
+        } else {
+            Err(Error::from_reply(status, &body, retry_after))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ensure_id_generates_once_and_keeps_a_given_id() {
+        let mut spec = JobSpec::new("acme");
+        let first = spec.ensure_id().to_string();
+        assert_eq!(spec.ensure_id(), first, "a second call keeps the id");
+        assert!(uuid::Uuid::parse_str(&first).is_ok_and(|u| u.get_version_num() == 7));
+        let mut given = JobSpec::new("acme").id("mine");
+        assert_eq!(given.ensure_id(), "mine");
+    }
+
+    #[test]
+    fn urls_join_the_base_and_encode_job_ids() {
+        let client = Client::new("http://127.0.0.1:7700/").unwrap();
+        let url = |segments: &[&str]| {
+            client
+                .request(Method::GET, segments)
+                .build()
+                .unwrap()
+                .url()
+                .to_string()
+        };
+        assert_eq!(url(&["v1", "jobs"]), "http://127.0.0.1:7700/v1/jobs");
+        assert_eq!(
+            url(&["v1", "jobs", "a/b c", "cancel"]),
+            "http://127.0.0.1:7700/v1/jobs/a%2Fb%20c/cancel"
+        );
+        let prefixed = Client::new("http://example.test/fairway").unwrap();
+        let url = prefixed
+            .request(Method::GET, &["v1", "policy"])
+            .build()
+            .unwrap()
+            .url()
+            .to_string();
+        assert_eq!(url, "http://example.test/fairway/v1/policy");
+    }
+
+    #[test]
+    fn only_plain_http_base_urls_are_accepted() {
+        assert!(matches!(
+            Client::new("https://example.test"),
+            Err(Error::Invalid(_))
+        ));
+        assert!(matches!(
+            Client::new("127.0.0.1:7700"),
+            Err(Error::Invalid(_))
+        ));
+        assert!(matches!(Client::new("not a url"), Err(Error::Invalid(_))));
+    }
+
+    #[test]
+    fn the_bearer_token_is_sent_and_kept_out_of_debug_output() {
+        let client = Client::builder("http://127.0.0.1:7700")
+            .token("s3cret")
+            .build()
+            .unwrap();
+        let request = client
+            .request(Method::GET, &["v1", "policy"])
+            .build()
+            .unwrap();
+        assert_eq!(
+            request.headers()[reqwest::header::AUTHORIZATION],
+            "Bearer s3cret"
+        );
+        assert!(!format!("{client:?}").contains("s3cret"));
+    }
+
+    #[test]
+    fn retry_waits_double_up_to_the_cap_and_honour_retry_after() {
+        let retry = RetryPolicy {
+            max_attempts: 10,
+            initial_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_millis(500),
+        };
+        let transport_like = Error::Http {
+            status: 503,
+            code: "not_ready".into(),
+            message: String::new(),
+        };
+        let waits: Vec<u128> = (1..=5)
+            .map(|a| retry.wait(a, &transport_like).as_millis())
+            .collect();
+        assert_eq!(waits, [100, 200, 400, 500, 500]);
+        let busy = Error::Rejected {
+            retryable: true,
+            reason: "busy".into(),
+            message: String::new(),
+            retry_after: Some(Duration::from_secs(2)),
+        };
+        assert_eq!(retry.wait(1, &busy), Duration::from_secs(2));
+    }
+}

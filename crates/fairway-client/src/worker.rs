@@ -1,0 +1,568 @@
+//! The worker loop: lease jobs, run them, heartbeat in the background, complete.
+//!
+//! ```text
+//!  poll (POST /v1/leases, long poll, max_jobs = free slots)
+//!    └─ per lease, a task:  handler(JobContext) ──────────────┐
+//!                           heartbeat every interval          │ returns JobOutcome
+//!                             continue → lease extended       │
+//!                             preempt / cancel → stop signal  │
+//!                             409 stale / 404 → stop, lost    │
+//!                           complete(epoch, outcome) <────────┘  (not when lost)
+//! ```
+//!
+//! Bounds: at most `max_jobs` jobs run at once and the loop asks for no more leases than it
+//! has free slots, so nothing queues inside the worker; each job holds one task for its
+//! handler and one future for its heartbeats.
+
+use crate::client::Client;
+use crate::error::Error;
+use crate::types::{Action, AttemptOutcome, CompleteRequest, Lease, LeaseRequest};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tokio::time::{Instant, MissedTickBehavior};
+
+/// The shortest heartbeat interval the loop uses, whatever the lease.
+const HEARTBEAT_MIN: Duration = Duration::from_millis(50);
+/// Tries to report one completion before giving up on it (the lease then expires on the
+/// server, which retries the job).
+const COMPLETE_TRIES: u32 = 5;
+/// The longest wait between two polls after failed ones.
+const POLL_BACKOFF_MAX: Duration = Duration::from_secs(30);
+
+/// How a [`Worker`] presents itself and how much it runs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WorkerConfig {
+    /// The worker's unique name; default `HOSTNAME-PID`.
+    pub worker: String,
+    /// Its pool; the server's default pool when `None`.
+    pub pool: Option<String>,
+    /// Its total capacity over named resources (`cpu`, `mem`, ...).
+    pub capacity: BTreeMap<String, f64>,
+    /// Its labels, matched against jobs' requirements.
+    pub labels: BTreeMap<String, String>,
+    /// The most jobs it runs at once (at least 1; default 1).
+    pub max_jobs: u32,
+    /// How long one poll may wait for work on the server (default 20 s).
+    pub wait_ms: u64,
+    /// Time between heartbeats of a running job; default a third of the job's lease, so
+    /// that two heartbeats in a row may fail before the lease runs out.
+    pub heartbeat_interval: Option<Duration>,
+}
+
+impl Default for WorkerConfig {
+    fn default() -> WorkerConfig {
+        WorkerConfig {
+            worker: default_worker_name(),
+            pool: None,
+            capacity: BTreeMap::new(),
+            labels: BTreeMap::new(),
+            max_jobs: 1,
+            wait_ms: 20_000,
+            heartbeat_interval: None,
+        }
+    }
+}
+
+/// `HOSTNAME-PID`: unique among the workers of one machine, readable in the server's views.
+pub fn default_worker_name() -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "worker".to_string());
+    format!("{host}-{}", std::process::id())
+}
+
+/// Why a running job is asked to stop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopReason {
+    /// The scheduler preempts the attempt: stop (checkpointable jobs report their progress),
+    /// and the job runs again later.
+    Preempt,
+    /// The job was canceled.
+    Cancel,
+    /// The worker is shutting down ([`ShutdownHandle::stop`]).
+    Shutdown,
+    /// The attempt is no longer this worker's: a heartbeat got `stale_epoch` or
+    /// `unknown_job`, or no heartbeat got through before the lease ran out. Its completion
+    /// will not be reported; another attempt may already be running elsewhere.
+    Lost,
+}
+
+/// A job's stop signal: resolves when the job should stop, and says why.
+///
+/// Clone it into any task of the job that must notice a stop.
+#[derive(Clone, Debug)]
+pub struct StopSignal(watch::Receiver<Option<StopReason>>);
+
+impl StopSignal {
+    /// A signal and the sender that raises it (for tests of handlers, and for drivers).
+    pub fn new() -> (watch::Sender<Option<StopReason>>, StopSignal) {
+        let (tx, rx) = watch::channel(None);
+        (tx, StopSignal(rx))
+    }
+
+    /// Why the job was asked to stop, if it was.
+    pub fn reason(&self) -> Option<StopReason> {
+        *self.0.borrow()
+    }
+
+    /// Whether the job was asked to stop.
+    pub fn is_stopped(&self) -> bool {
+        self.reason().is_some()
+    }
+
+    /// Waits until the job is asked to stop. If the attempt is over (its sender is gone)
+    /// without a stop, resolves with [`StopReason::Lost`]: nothing of it is ours any more.
+    pub async fn stopped(&self) -> StopReason {
+        let mut rx = self.0.clone();
+        match rx.wait_for(Option::is_some).await {
+            Ok(reason) => reason.expect("waited for Some"),
+            Err(_) => self.reason().unwrap_or(StopReason::Lost),
+        }
+    }
+}
+
+/// What a handler learns about the job it runs.
+#[derive(Debug)]
+pub struct JobContext {
+    /// The job.
+    pub job_id: String,
+    /// Attempt number (1 for the first).
+    pub attempt: u32,
+    /// The lease's epoch.
+    pub epoch: u64,
+    /// Who pays for it.
+    pub tenant: String,
+    /// Its class.
+    pub class: String,
+    /// The producer's payload (`null` when none).
+    pub payload: Value,
+    /// Work done by earlier attempts (checkpointable jobs resume from here).
+    pub progress_ms: u64,
+    /// Members of the job this worker runs (1 unless a gang).
+    pub members: u32,
+    /// Demand per member.
+    pub demand: BTreeMap<String, f64>,
+    /// Raised on preempt, cancel, worker shutdown, or loss of the lease.
+    pub stop: StopSignal,
+    progress: Arc<AtomicU64>,
+}
+
+impl JobContext {
+    /// Records the work done so far (a checkpoint); the next heartbeat reports it.
+    pub fn set_progress_ms(&self, progress_ms: u64) {
+        self.progress.store(progress_ms, Ordering::Relaxed);
+    }
+}
+
+/// How a job's attempt ended, as its handler reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JobOutcome {
+    /// The work is done.
+    Succeeded,
+    /// The work failed; `retryable` says whether another attempt may succeed.
+    Failed {
+        /// Whether a retry may help.
+        retryable: bool,
+    },
+    /// The handler stopped because it was asked to, with the work done so far when the job
+    /// checkpoints.
+    Stopped {
+        /// Work done (checkpointable jobs resume from it).
+        progress_ms: Option<u64>,
+    },
+}
+
+/// Ask a running [`Worker`] to shut down.
+#[derive(Clone, Debug)]
+pub struct ShutdownHandle(Arc<watch::Sender<Shutdown>>);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Shutdown {
+    Running,
+    /// Stop polling; let running jobs finish.
+    Drain,
+    /// Stop polling; stop running jobs.
+    Stop,
+}
+
+impl ShutdownHandle {
+    /// Stop asking for work and let running jobs finish; [`Worker::run`] returns when the
+    /// last one has completed.
+    pub fn drain(&self) {
+        self.0.send_if_modified(|s| raise(s, Shutdown::Drain));
+    }
+
+    /// Stop asking for work and raise every running job's stop signal with
+    /// [`StopReason::Shutdown`]; their outcomes are still reported, so the server can run
+    /// them again at once instead of waiting for their leases to expire.
+    pub fn stop(&self) {
+        self.0.send_if_modified(|s| raise(s, Shutdown::Stop));
+    }
+}
+
+/// Raises the shutdown mode, never lowers it (a `drain` after a `stop` changes nothing).
+fn raise(state: &mut Shutdown, to: Shutdown) -> bool {
+    if to > *state {
+        *state = to;
+        true
+    } else {
+        false
+    }
+}
+
+/// A worker: leases jobs from a server and runs each through a handler.
+pub struct Worker {
+    client: Client,
+    config: WorkerConfig,
+    shutdown: Arc<watch::Sender<Shutdown>>,
+}
+
+impl Worker {
+    /// A worker of `client`'s server.
+    pub fn new(client: Client, config: WorkerConfig) -> Worker {
+        let (shutdown, _) = watch::channel(Shutdown::Running);
+        Worker {
+            client,
+            config,
+            shutdown: Arc::new(shutdown),
+        }
+    }
+
+    /// A handle that shuts this worker down gracefully, from any task.
+    pub fn shutdown_handle(&self) -> ShutdownHandle {
+        ShutdownHandle(self.shutdown.clone())
+    }
+
+    /// Runs jobs until shut down through a [`ShutdownHandle`].
+    ///
+    /// Polls for leases while it has free slots, runs up to `max_jobs` handlers at once, each
+    /// in its own task, heartbeats each running job, turns `preempt` and `cancel` replies
+    /// into its stop signal, and completes each attempt with its epoch. A handler that panics
+    /// counts as a retryable failure. Transport failures, 429s and 5xxs while polling are
+    /// retried with backoff; any other refusal of a poll (401, 403, 422: the worker's
+    /// configuration is wrong) ends the loop with that error, after the running jobs finish.
+    pub async fn run<H, F>(self, handler: H) -> Result<(), Error>
+    where
+        H: Fn(JobContext) -> F + Send + Sync + 'static,
+        F: Future<Output = JobOutcome> + Send + 'static,
+    {
+        let handler = Arc::new(handler);
+        let max_jobs = self.config.max_jobs.max(1);
+        let mut shutdown = self.shutdown.subscribe();
+        let mut jobs: JoinSet<()> = JoinSet::new();
+        let mut backoff = Duration::ZERO;
+        let mut fatal = None;
+        loop {
+            while jobs.try_join_next().is_some() {}
+            if *shutdown.borrow() != Shutdown::Running {
+                break;
+            }
+            let free = max_jobs.saturating_sub(jobs.len() as u32);
+            if free == 0 {
+                // Full: wait for a slot. Heartbeats keep the worker known to the server.
+                tokio::select! {
+                    _ = jobs.join_next() => {}
+                    _ = shutdown.changed() => {}
+                }
+                continue;
+            }
+            if !backoff.is_zero() {
+                tokio::select! {
+                    _ = tokio::time::sleep(backoff) => {}
+                    _ = shutdown.changed() => continue,
+                }
+            }
+            let request = LeaseRequest {
+                worker: self.config.worker.clone(),
+                pool: self.config.pool.clone(),
+                capacity: self.config.capacity.clone(),
+                labels: self.config.labels.clone(),
+                max_jobs: Some(free),
+                wait_ms: Some(self.config.wait_ms),
+            };
+            // A shutdown abandons the poll in flight; a lease granted in that instant is
+            // never started and expires on the server, which then retries the job.
+            let polled = tokio::select! {
+                polled = self.client.lease(&request) => polled,
+                _ = shutdown.changed() => continue,
+            };
+            match polled {
+                Ok(leases) => {
+                    backoff = Duration::ZERO;
+                    for lease in leases {
+                        tracing::debug!(job_id = %lease.job_id, attempt = lease.attempt, epoch = lease.epoch, "leased");
+                        let job = run_job(
+                            self.client.clone(),
+                            lease,
+                            handler.clone(),
+                            self.config.heartbeat_interval,
+                            self.shutdown.subscribe(),
+                        );
+                        jobs.spawn(job);
+                    }
+                }
+                Err(e)
+                    if e.is_retryable()
+                        || matches!(&e, Error::Http { status, .. } if *status >= 500) =>
+                {
+                    backoff = (backoff * 2)
+                        .max(Duration::from_millis(250))
+                        .max(e.retry_after().unwrap_or_default())
+                        .min(POLL_BACKOFF_MAX);
+                    tracing::warn!(error = %e, retry_in_ms = backoff.as_millis() as u64, "poll for leases failed");
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "poll for leases refused; stopping the worker");
+                    fatal = Some(e);
+                    break;
+                }
+            }
+        }
+        // Shut down: the stop mode has reached every job through its own receiver; wait for
+        // each to report.
+        while jobs.join_next().await.is_some() {}
+        match fatal {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Runs one leased attempt to its end: the handler in its own task, heartbeats beside it,
+/// then the completion.
+async fn run_job<H, F>(
+    client: Client,
+    lease: Lease,
+    handler: Arc<H>,
+    heartbeat_interval: Option<Duration>,
+    shutdown: watch::Receiver<Shutdown>,
+) where
+    H: Fn(JobContext) -> F + Send + Sync + 'static,
+    F: Future<Output = JobOutcome> + Send + 'static,
+{
+    let (stop_tx, stop) = StopSignal::new();
+    let progress = Arc::new(AtomicU64::new(lease.progress_ms));
+    let context = JobContext {
+        job_id: lease.job_id.clone(),
+        attempt: lease.attempt,
+        epoch: lease.epoch,
+        tenant: lease.tenant.clone(),
+        class: lease.class.clone(),
+        payload: lease.payload.clone(),
+        progress_ms: lease.progress_ms,
+        members: lease.members,
+        demand: lease.demand.clone(),
+        stop,
+        progress: progress.clone(),
+    };
+    let started = Instant::now();
+    // Its own task, so that a panicking handler is a failed attempt, not a dead worker.
+    let mut task = tokio::spawn(handler(context));
+    let heartbeats = heartbeat(
+        &client,
+        &lease,
+        heartbeat_interval,
+        &stop_tx,
+        &progress,
+        shutdown,
+    );
+    tokio::pin!(heartbeats);
+    let mut lost = false;
+    let joined = loop {
+        tokio::select! {
+            joined = &mut task => break joined,
+            () = &mut heartbeats, if !lost => lost = true,
+        }
+    };
+    let usage_ms = started.elapsed().as_millis() as u64;
+    let outcome = joined.unwrap_or_else(|e| {
+        tracing::error!(job_id = %lease.job_id, error = %e, "the job's handler panicked");
+        JobOutcome::Failed { retryable: true }
+    });
+    if lost {
+        tracing::info!(job_id = %lease.job_id, epoch = lease.epoch, ?outcome, "attempt lost; its outcome is not reported");
+        return;
+    }
+    complete(&client, &lease, outcome, usage_ms).await;
+}
+
+/// Heartbeats the attempt until it is lost (then returns, having raised the stop signal);
+/// raises the stop signal on `preempt`, `cancel` or a worker stop, and keeps heartbeating
+/// after that until the handler returns (the server fences the attempt at its deadline).
+async fn heartbeat(
+    client: &Client,
+    lease: &Lease,
+    interval: Option<Duration>,
+    stop: &watch::Sender<Option<StopReason>>,
+    progress: &AtomicU64,
+    mut shutdown: watch::Receiver<Shutdown>,
+) {
+    let lease_length = Duration::from_millis(lease.lease_ms);
+    let every = interval.unwrap_or(lease_length / 3).max(HEARTBEAT_MIN);
+    let mut ticks = tokio::time::interval_at(Instant::now() + every, every);
+    ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    // The lease as this worker knows it: extended by each `continue`, measured on the local
+    // clock so that clock skew with the server does not matter.
+    let mut valid_until = Instant::now() + lease_length;
+    let raise = |reason: StopReason| {
+        stop.send_if_modified(|current| {
+            let first = current.is_none();
+            if first {
+                *current = Some(reason);
+            }
+            first
+        });
+    };
+    // A job leased as the worker was told to stop starts stopped.
+    let mut shutdown_seen = *shutdown.borrow_and_update() == Shutdown::Stop;
+    if shutdown_seen {
+        raise(StopReason::Shutdown);
+    }
+    loop {
+        tokio::select! {
+            _ = ticks.tick() => {}
+            changed = shutdown.changed(), if !shutdown_seen => {
+                match changed {
+                    // The worker is gone; nothing more will come.
+                    Err(_) => shutdown_seen = true,
+                    Ok(()) => {
+                        if *shutdown.borrow_and_update() == Shutdown::Stop {
+                            shutdown_seen = true;
+                            raise(StopReason::Shutdown);
+                        }
+                    }
+                }
+                continue;
+            }
+        }
+        let sent_at = Instant::now();
+        let progress_ms = Some(progress.load(Ordering::Relaxed)).filter(|p| *p > 0);
+        // A heartbeat that hangs must not outlive the lease it is meant to extend.
+        let timeout = valid_until.saturating_duration_since(sent_at).max(every);
+        let reply = tokio::time::timeout(
+            timeout,
+            client.heartbeat(&lease.job_id, lease.epoch, progress_ms),
+        )
+        .await;
+        match reply {
+            Ok(Ok(reply)) => match reply.action {
+                Action::Continue => valid_until = sent_at + lease_length,
+                Action::Preempt => raise(StopReason::Preempt),
+                Action::Cancel => raise(StopReason::Cancel),
+            },
+            Ok(Err(e @ (Error::StaleEpoch { .. } | Error::NotFound { .. })))
+            | Ok(Err(e @ Error::Http { status: 409, .. })) => {
+                tracing::info!(job_id = %lease.job_id, epoch = lease.epoch, error = %e, "the attempt is no longer ours");
+                raise(StopReason::Lost);
+                return;
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(job_id = %lease.job_id, error = %e, "heartbeat failed");
+            }
+            Err(_) => tracing::warn!(job_id = %lease.job_id, "heartbeat timed out"),
+        }
+        if Instant::now() >= valid_until {
+            tracing::warn!(job_id = %lease.job_id, epoch = lease.epoch, "no heartbeat got through before the lease ran out");
+            raise(StopReason::Lost);
+            return;
+        }
+    }
+}
+
+/// Reports the attempt's outcome, retrying transport failures a few times.
+async fn complete(client: &Client, lease: &Lease, outcome: JobOutcome, usage_ms: u64) {
+    let request = match outcome {
+        JobOutcome::Succeeded => CompleteRequest {
+            epoch: lease.epoch,
+            outcome: AttemptOutcome::Succeeded,
+            retryable: None,
+            usage_ms: Some(usage_ms),
+            progress_ms: None,
+        },
+        JobOutcome::Failed { retryable } => CompleteRequest {
+            epoch: lease.epoch,
+            outcome: AttemptOutcome::Failed,
+            retryable: Some(retryable),
+            usage_ms: Some(usage_ms),
+            progress_ms: None,
+        },
+        JobOutcome::Stopped { progress_ms } => CompleteRequest {
+            epoch: lease.epoch,
+            outcome: AttemptOutcome::Stopped,
+            retryable: None,
+            usage_ms: Some(usage_ms),
+            progress_ms,
+        },
+    };
+    let mut wait = Duration::from_millis(100);
+    for attempt in 1..=COMPLETE_TRIES {
+        match client.complete(&lease.job_id, &request).await {
+            Ok(reply) => {
+                tracing::debug!(job_id = %lease.job_id, ?outcome, state = ?reply.state, "completed");
+                return;
+            }
+            Err(e) if e.is_retryable() && attempt < COMPLETE_TRIES => {
+                tracing::warn!(job_id = %lease.job_id, error = %e, "completion failed; retrying");
+                tokio::time::sleep(wait.max(e.retry_after().unwrap_or_default())).await;
+                wait *= 2;
+            }
+            // A stale epoch here can also mean an earlier try landed and its reply was lost.
+            Err(e) => {
+                tracing::warn!(job_id = %lease.job_id, epoch = lease.epoch, error = %e, "completion not recorded");
+                return;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_stop_signal_reports_the_first_reason_only() {
+        let (tx, stop) = StopSignal::new();
+        assert_eq!(stop.reason(), None);
+        let waiter = tokio::spawn({
+            let stop = stop.clone();
+            async move { stop.stopped().await }
+        });
+        tx.send_replace(Some(StopReason::Cancel));
+        assert_eq!(waiter.await.unwrap(), StopReason::Cancel);
+        assert!(stop.is_stopped());
+    }
+
+    #[tokio::test]
+    async fn a_stop_signal_whose_attempt_ended_resolves_as_lost() {
+        let (tx, stop) = StopSignal::new();
+        drop(tx);
+        assert_eq!(stop.stopped().await, StopReason::Lost);
+    }
+
+    #[test]
+    fn shutdown_only_escalates() {
+        let mut state = Shutdown::Running;
+        assert!(raise(&mut state, Shutdown::Stop));
+        assert!(!raise(&mut state, Shutdown::Drain));
+        assert_eq!(state, Shutdown::Stop);
+    }
+
+    #[test]
+    fn the_default_worker_name_ends_with_the_pid() {
+        let name = WorkerConfig::default().worker;
+        assert!(
+            name.ends_with(&format!("-{}", std::process::id())),
+            "{name}"
+        );
+    }
+}
