@@ -203,8 +203,8 @@ impl ShutdownHandle {
     }
 
     /// Stop asking for work and raise every running job's stop signal with
-    /// [`StopReason::Shutdown`]; their outcomes are still reported, so the server can run
-    /// them again at once instead of waiting for their leases to expire.
+    /// [`StopReason::Shutdown`]; their outcomes are still reported, so the server can retry
+    /// them without waiting for their leases to expire.
     pub fn stop(&self) {
         self.0.send_if_modified(|s| raise(s, Shutdown::Stop));
     }

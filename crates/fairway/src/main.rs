@@ -2,9 +2,14 @@
 //!
 //! Exit codes (a contract, as ripgrep's): 0 success; 1 a runtime failure (the server could not
 //! start, a request failed); 2 bad input (a malformed file, an unknown option, an invalid
-//! argument). Subcommands document any code of their own.
+//! argument). Subcommands document any code of their own; the client commands (`submit`,
+//! `status`, `cancel`, `policy`, `worker`) add 3 rejected retryably, 4 rejected for good,
+//! 5 not found (see `client_cmds`).
 
+mod client_cmds;
+mod policy;
 mod sim;
+mod worker;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -21,6 +26,16 @@ struct Cli {
 enum Command {
     /// Run a scenario (or an SWF trace) through the engine on a simulated clock.
     Sim(sim::SimArgs),
+    /// Submit a job to a server; prints the outcome as JSON.
+    Submit(client_cmds::SubmitArgs),
+    /// Print a job's state as JSON.
+    Status(client_cmds::StatusArgs),
+    /// Cancel a job; a running attempt is told to stop.
+    Cancel(client_cmds::CancelArgs),
+    /// Check a policy file locally, or get or replace the server's policy.
+    Policy(policy::PolicyArgs),
+    /// Run jobs from a server through a command: lease, run, heartbeat, complete.
+    Worker(worker::WorkerArgs),
 }
 
 fn main() -> ExitCode {
@@ -34,5 +49,10 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Command::Sim(args) => sim::run(args),
+        Command::Submit(args) => client_cmds::submit(args),
+        Command::Status(args) => client_cmds::status(args),
+        Command::Cancel(args) => client_cmds::cancel(args),
+        Command::Policy(args) => policy::run(args),
+        Command::Worker(args) => worker::run(args),
     }
 }
