@@ -8,6 +8,7 @@
 
 mod client_cmds;
 mod policy;
+mod serve;
 mod sim;
 mod worker;
 
@@ -24,6 +25,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run the durable server: HTTP API v1 on the embedded store.
+    Serve(serve::ServeArgs),
     /// Run a scenario (or an SWF trace) through the engine on a simulated clock.
     Sim(sim::SimArgs),
     /// Submit a job to a server; prints the outcome as JSON.
@@ -48,6 +51,7 @@ fn main() -> ExitCode {
         }
     };
     match cli.command {
+        Command::Serve(args) => serve::run(args),
         Command::Sim(args) => sim::run(args),
         Command::Submit(args) => client_cmds::submit(args),
         Command::Status(args) => client_cmds::status(args),

@@ -1,0 +1,184 @@
+//! What a server is started with: where its data lives, where it listens, its policy, its
+//! tokens, and the limit on everything.
+
+use crate::auth::Tokens;
+use fairway_core::Policy;
+use fairway_core::config::{DurStr, PolicyFile, render_sections};
+use fairway_core::time::Dur;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// The bounds the server keeps. Every queue, batch and wait has one; `docs/api.md` lists them.
+#[derive(Clone, Debug)]
+pub struct Limits {
+    /// Largest job payload, as its JSON text, in bytes (413 `too_large` beyond).
+    pub max_payload_bytes: usize,
+    /// Largest request body, in bytes (413 `too_large` beyond).
+    pub max_body_bytes: usize,
+    /// Most jobs in one `POST /v1/jobs/batch` and completions in one `POST /v1/leases/complete`.
+    pub max_batch: usize,
+    /// Most leases one `POST /v1/leases` may ask for (`max_jobs`).
+    pub max_jobs_per_lease: u32,
+    /// Longest long poll (`wait_ms`).
+    pub max_wait_ms: u64,
+    /// Commands waiting for the writer loop; a full channel answers 429 `busy`.
+    pub channel_capacity: usize,
+    /// Most commands the writer loop applies in one group commit.
+    pub commit_batch_max: usize,
+    /// Most long polls parked at once (429 `busy` beyond).
+    pub max_parked: usize,
+    /// Most requests in flight at once, long polls included (429 `busy` beyond).
+    pub max_in_flight: usize,
+    /// How long a request may take, in milliseconds, on top of its `wait_ms` for a long poll
+    /// (503 `unavailable` beyond).
+    pub request_timeout_ms: u64,
+    /// The writer snapshots the engine after this many events since the last snapshot.
+    pub snapshot_every_events: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_payload_bytes: 1 << 20,
+            max_body_bytes: 16 << 20,
+            max_batch: 1000,
+            max_jobs_per_lease: 1000,
+            max_wait_ms: 60_000,
+            channel_capacity: 4096,
+            commit_batch_max: 1024,
+            max_parked: 10_000,
+            max_in_flight: 16_384,
+            request_timeout_ms: 30_000,
+            snapshot_every_events: 50_000,
+        }
+    }
+}
+
+/// Everything a [`crate::Server`] needs to start.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// The data directory (the embedded store's one file lives there).
+    pub data_dir: PathBuf,
+    /// Where to listen. Without tokens only a loopback address is allowed.
+    pub listen: SocketAddr,
+    /// The policy text to run. `None` keeps the persisted policy, or the built-in one on a
+    /// fresh data directory.
+    pub policy: Option<String>,
+    /// Lease length in milliseconds, overriding the policy's `lease` in every policy version
+    /// this server publishes (including those sent with `PUT /v1/policy`).
+    pub lease_ms: Option<u64>,
+    /// Bearer tokens; `None` runs open (loopback only).
+    pub tokens: Option<Tokens>,
+    /// The limits.
+    pub limits: Limits,
+}
+
+impl ServerConfig {
+    /// A configuration with the defaults of `fairway serve`: `./fairway-data`,
+    /// `127.0.0.1:7700`, the built-in policy, open.
+    pub fn new(data_dir: impl Into<PathBuf>) -> ServerConfig {
+        ServerConfig {
+            data_dir: data_dir.into(),
+            listen: SocketAddr::from(([127, 0, 0, 1], 7700)),
+            policy: None,
+            lease_ms: None,
+            tokens: None,
+            limits: Limits::default(),
+        }
+    }
+
+    /// Whether the server runs without authentication.
+    pub fn is_open(&self) -> bool {
+        self.tokens.is_none()
+    }
+
+    /// Checks what can be checked before anything is opened: an open server must listen on a
+    /// loopback address, and the policy (with the lease override) must validate.
+    pub fn check(&self) -> Result<(), String> {
+        if self.tokens.is_none() && !self.listen.ip().is_loopback() {
+            return Err(format!(
+                "refusing to listen on {} without a token file: an open server (no --tokens) \
+                 only listens on a loopback address such as 127.0.0.1",
+                self.listen
+            ));
+        }
+        if let Some(ms) = self.lease_ms
+            && ms == 0
+        {
+            return Err("--lease-ms must be at least 1".to_string());
+        }
+        if let Some(text) = &self.policy {
+            let effective = effective_policy(text, self.lease_ms).map_err(|errors| {
+                errors
+                    .iter()
+                    .map(|e| e.to_string())
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            })?;
+            Policy::from_text(&effective).map_err(|errors| {
+                errors
+                    .iter()
+                    .map(|e| e.to_string())
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            })?;
+        }
+        Ok(())
+    }
+}
+
+/// The policy text the server publishes for `text`: `text` itself, or, when a lease override
+/// is in force and `text` does not already say that lease, `text` re-rendered with
+/// `[policy] lease` set (comments are then lost; the meaning is kept). The original is
+/// validated first, so errors name lines of what the user wrote.
+pub fn effective_policy(
+    text: &str,
+    lease_ms: Option<u64>,
+) -> Result<String, Vec<fairway_core::ConfigError>> {
+    Policy::from_text(text)?;
+    let Some(ms) = lease_ms else {
+        return Ok(text.to_string());
+    };
+    let mut file = PolicyFile::parse(text).map_err(|e| vec![e])?;
+    let lease = Dur::from_millis(ms);
+    if file.policy.lease.as_ref().map(|d| d.0) == Some(lease) {
+        return Ok(text.to_string());
+    }
+    file.policy.lease = Some(DurStr(lease));
+    Ok(render_sections(
+        &file.policy,
+        &file.pool,
+        &file.tenant,
+        &file.class,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lease_override_is_rendered_only_when_it_changes_something() {
+        let text = "# comment\n[policy]\nname = \"fair\"\nlease = \"300ms\"\n";
+        assert_eq!(effective_policy(text, Some(300)).unwrap(), text);
+        assert_eq!(effective_policy(text, None).unwrap(), text);
+        let changed = effective_policy(text, Some(5000)).unwrap();
+        let policy = Policy::from_text(&changed).unwrap();
+        assert_eq!(policy.lease, Dur::from_millis(5000));
+        let built_in = effective_policy(fairway_core::policy::BUILT_IN_POLICY, Some(250)).unwrap();
+        let policy = Policy::from_text(&built_in).unwrap();
+        assert_eq!(policy.lease, Dur::from_millis(250));
+        assert_eq!(policy.classes[0].name, "default");
+    }
+
+    #[test]
+    fn open_servers_listen_on_loopback_only() {
+        let mut config = ServerConfig::new("/tmp/unused");
+        assert!(config.check().is_ok());
+        config.listen = "0.0.0.0:7700".parse().unwrap();
+        let err = config.check().unwrap_err();
+        assert!(err.contains("without a token file"), "{err}");
+        config.listen = "[::1]:7700".parse().unwrap();
+        assert!(config.check().is_ok());
+    }
+}

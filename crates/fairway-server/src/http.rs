@@ -1,0 +1,1002 @@
+//! HTTP API v1: routes, authentication, request checks, and the OpenAPI document.
+//!
+//! Handlers are thin: authenticate, parse and check the body (every failure, extractor
+//! failures included, is a JSON [`ApiError`]), send one command to the writer loop with
+//! `try_send`, await its answer, shape the reply. `docs/api.md` is the reference.
+
+use crate::auth::{Caller, Tokens};
+use crate::config::Limits;
+use crate::error::ApiError;
+use crate::wire::*;
+use crate::writer::{
+    Command, Completion, LeaseFailure, LeaseOutcome, Reply, Shared, StoredJob, SubmitJob,
+    Unavailable,
+};
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts, Path, Request, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use fairway_core::time::Dur;
+use fairway_core::{Admission, HeartbeatReply, JobSpec, JobState, Outcome, WorkerOffer};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{SyncSender, TrySendError};
+use std::time::Duration;
+use tokio::sync::{Semaphore, oneshot};
+use tower_http::trace::{DefaultOnFailure, TraceLayer};
+use tracing::Level;
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+/// The OpenAPI document's header; the paths come from the handlers.
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "Fairway API",
+        version = "1",
+        description = "Fairway's HTTP API v1: submit jobs, lease and work them, manage the policy. \
+                       Durations are integer milliseconds named *_ms; instants are RFC 3339 in UTC."
+    ),
+    tags(
+        (name = "jobs", description = "Producers: submit, read, cancel."),
+        (name = "leases", description = "Workers: lease, heartbeat, complete."),
+        (name = "policy", description = "Operators: the versioned policy."),
+        (name = "health", description = "Liveness and readiness.")
+    ),
+    components(schemas(ErrorBody))
+)]
+struct ApiDoc;
+
+/// What every handler shares: the way to the writer, who may call, and the limits.
+#[derive(Clone)]
+pub struct App {
+    inner: Arc<AppInner>,
+}
+
+struct AppInner {
+    tx: SyncSender<Command>,
+    shared: Arc<Shared>,
+    tokens: Option<Tokens>,
+    limits: Limits,
+    in_flight: Arc<Semaphore>,
+}
+
+impl App {
+    /// The state of the routes: commands go to `tx`.
+    pub fn new(
+        tx: SyncSender<Command>,
+        shared: Arc<Shared>,
+        tokens: Option<Tokens>,
+        limits: Limits,
+    ) -> App {
+        let in_flight = Arc::new(Semaphore::new(limits.max_in_flight.max(1)));
+        App {
+            inner: Arc::new(AppInner {
+                tx,
+                shared,
+                tokens,
+                limits,
+                in_flight,
+            }),
+        }
+    }
+
+    fn limits(&self) -> &Limits {
+        &self.inner.limits
+    }
+
+    fn timeout(&self) -> Duration {
+        Duration::from_millis(self.limits().request_timeout_ms)
+    }
+
+    /// Who is calling: `Open` without a token file, else the token's caller.
+    fn caller(&self, headers: &HeaderMap) -> Result<Caller, ApiError> {
+        let Some(tokens) = &self.inner.tokens else {
+            return Ok(Caller::Open);
+        };
+        let value = headers.get(header::AUTHORIZATION).ok_or_else(|| {
+            ApiError::unauthorized("this server needs an `Authorization: Bearer <token>` header")
+        })?;
+        let bytes = value.as_bytes();
+        let secret = match bytes.split_at_checked(7) {
+            Some((scheme, rest)) if scheme.eq_ignore_ascii_case(b"bearer ") => rest,
+            _ => {
+                return Err(ApiError::unauthorized(
+                    "the Authorization header must be `Bearer <token>`",
+                ));
+            }
+        };
+        tokens
+            .lookup(secret)
+            .ok_or_else(|| ApiError::unauthorized("unknown token"))
+    }
+
+    /// Sends a command to the writer and waits for its answer (sent after the commit).
+    async fn call<T>(
+        &self,
+        timeout: Duration,
+        make: impl FnOnce(Reply<T>) -> Command,
+    ) -> Result<T, ApiError> {
+        let shared = &self.inner.shared;
+        if !shared.ready.load(Ordering::Acquire) {
+            return Err(
+                if shared.failed.load(Ordering::Acquire) || shared.shutdown.load(Ordering::Acquire)
+                {
+                    ApiError::unavailable("the server is stopping")
+                } else {
+                    ApiError::not_ready()
+                },
+            );
+        }
+        let (tx, rx) = oneshot::channel();
+        self.inner.tx.try_send(make(tx)).map_err(|e| match e {
+            TrySendError::Full(_) => ApiError::busy("the server's command queue is full"),
+            TrySendError::Disconnected(_) => ApiError::unavailable("the server is stopping"),
+        })?;
+        match tokio::time::timeout(timeout, rx).await {
+            Ok(Ok(Ok(value))) => Ok(value),
+            Ok(Ok(Err(Unavailable))) => Err(ApiError::unavailable(
+                "the store could not make the request durable; its outcome is unknown: retry",
+            )),
+            Ok(Err(_)) => Err(ApiError::unavailable(
+                "the server stopped before answering; the outcome is unknown: retry",
+            )),
+            Err(_) => Err(ApiError::unavailable(
+                "timed out waiting for the server; the outcome is unknown: retry",
+            )),
+        }
+    }
+
+    /// Turns a submitted body into a job, or the refusal a single submission would answer.
+    fn prepare_job(&self, caller: &Caller, body: SubmitBody) -> Result<SubmitJob, Refusal> {
+        let id = body.id.unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
+        let refuse = |status: StatusCode, code: &str, message: String| {
+            Box::new((
+                status,
+                SubmitReply::refused(Some(id.clone()), code, message),
+            ))
+        };
+        let tenant = match (caller, body.tenant) {
+            (Caller::Tenant(own), None) => own.clone(),
+            (Caller::Tenant(own), Some(named)) if named == *own => named,
+            (Caller::Tenant(own), Some(named)) => {
+                return Err(refuse(
+                    StatusCode::FORBIDDEN,
+                    "tenant_mismatch",
+                    format!("this token submits as tenant {own:?}, not {named:?}"),
+                ));
+            }
+            (_, Some(named)) => named,
+            (_, None) => {
+                return Err(refuse(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "invalid",
+                    "field `tenant` is required when the caller is not a tenant token".into(),
+                ));
+            }
+        };
+        let not_before = match body.not_before.as_deref().map(parse_instant) {
+            None => None,
+            Some(Ok(t)) => Some(t),
+            Some(Err(why)) => {
+                return Err(refuse(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "invalid",
+                    format!("field `not_before`: {why}"),
+                ));
+            }
+        };
+        let payload = match &body.payload {
+            None => None,
+            Some(v) => {
+                let bytes = serde_json::to_vec(v).map_err(|e| {
+                    refuse(
+                        StatusCode::UNPROCESSABLE_ENTITY,
+                        "invalid",
+                        format!("field `payload`: {e}"),
+                    )
+                })?;
+                let max = self.limits().max_payload_bytes;
+                if bytes.len() > max {
+                    return Err(refuse(
+                        StatusCode::PAYLOAD_TOO_LARGE,
+                        "too_large",
+                        format!(
+                            "field `payload`: {} bytes of JSON, more than the limit of {max}",
+                            bytes.len()
+                        ),
+                    ));
+                }
+                Some(bytes)
+            }
+        };
+        let mut spec = JobSpec::new(id, tenant);
+        spec.class = body.class;
+        spec.priority = body.priority.unwrap_or(0);
+        spec.demand = body.demand.unwrap_or_default();
+        spec.requires = body.requires.unwrap_or_default();
+        spec.estimate = body.estimate_ms.map(Dur::from_millis);
+        spec.not_before = not_before;
+        spec.max_attempts = body.max_attempts;
+        spec.preemptible = body.preemptible.unwrap_or(false);
+        spec.checkpointable = body.checkpointable.unwrap_or(false);
+        spec.gang = body.gang.unwrap_or(1);
+        spec.gang_min = body.gang_min;
+        let blob = (payload.is_some() || !spec.demand.is_empty())
+            .then(|| StoredJob::encode(&spec.demand, payload.as_deref()));
+        Ok(SubmitJob {
+            spec,
+            deadline_ms: body.deadline_ms,
+            blob,
+        })
+    }
+}
+
+/// A submission refused before the engine: the status and reply it gets.
+type Refusal = Box<(StatusCode, SubmitReply)>;
+
+/// Which callers may use a route.
+#[derive(Clone, Copy)]
+enum Allowed {
+    /// Producers: tenant tokens and admins.
+    Producers,
+    /// Workers and admins.
+    Workers,
+    /// Admins only.
+    Admins,
+}
+
+fn allow(caller: &Caller, allowed: Allowed) -> Result<(), ApiError> {
+    let ok = matches!(
+        (caller, allowed),
+        (Caller::Open | Caller::Admin, _)
+            | (Caller::Tenant(_), Allowed::Producers)
+            | (Caller::Worker(_), Allowed::Workers)
+    );
+    if ok {
+        Ok(())
+    } else {
+        let what = match allowed {
+            Allowed::Producers => "a tenant or admin token",
+            Allowed::Workers => "a worker or admin token",
+            Allowed::Admins => "an admin token",
+        };
+        Err(ApiError::forbidden(format!("this route needs {what}")))
+    }
+}
+
+/// A request body, read within the body limit (413 `too_large` beyond).
+pub struct RawBody(pub Bytes);
+
+impl FromRequest<App> for RawBody {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &App) -> Result<Self, Self::Rejection> {
+        match Bytes::from_request(req, state).await {
+            Ok(bytes) => Ok(RawBody(bytes)),
+            Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+                Err(ApiError::too_large(format!(
+                    "the request body is larger than the limit of {} bytes",
+                    state.limits().max_body_bytes
+                )))
+            }
+            Err(e) => Err(ApiError::malformed_json(e.body_text())),
+        }
+    }
+}
+
+/// The `{job_id}` / `{id}` path segment.
+pub struct JobId(pub String);
+
+impl FromRequestParts<App> for JobId {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &App) -> Result<Self, Self::Rejection> {
+        Path::<String>::from_request_parts(parts, state)
+            .await
+            .map(|Path(id)| JobId(id))
+            .map_err(|e| ApiError::invalid(format!("the job id in the path: {}", e.body_text())))
+    }
+}
+
+/// Parses a JSON body: a syntax error is 400 `malformed_json`; a well-formed body of the wrong
+/// shape (unknown or missing field, bad value) is 422 `invalid`, naming the field.
+pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let value: T = serde_path_to_error::deserialize(&mut de).map_err(shape_error)?;
+    de.end()
+        .map_err(|e| ApiError::malformed_json(format!("after the JSON value: {e}")))?;
+    Ok(value)
+}
+
+/// Reads one item of a batch.
+fn parse_value<T: DeserializeOwned>(value: Value) -> Result<T, ApiError> {
+    serde_path_to_error::deserialize(value).map_err(shape_error)
+}
+
+fn shape_error(e: serde_path_to_error::Error<serde_json::Error>) -> ApiError {
+    let path = e.path().to_string();
+    let inner = e.into_inner();
+    match inner.classify() {
+        serde_json::error::Category::Data => {
+            if path == "." {
+                ApiError::invalid(inner.to_string())
+            } else {
+                ApiError::invalid(format!("field `{path}`: {inner}"))
+            }
+        }
+        _ => ApiError::malformed_json(inner.to_string()),
+    }
+}
+
+fn submit_response(status: StatusCode, reply: SubmitReply) -> Response {
+    let retry_s = reply.retry_after_ms.map(|ms| ms.div_ceil(1000).max(1));
+    let mut response = (status, Json(reply)).into_response();
+    if let Some(s) = retry_s {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(s));
+    }
+    response
+}
+
+fn status_of(code: u16) -> StatusCode {
+    StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+}
+
+/// Submit one job.
+#[utoipa::path(
+    post, path = "/v1/jobs", tag = "jobs",
+    request_body = SubmitBody,
+    responses(
+        (status = 201, description = "accepted (or accepted before: `duplicate`)", body = SubmitReply),
+        (status = 202, description = "accepted, deferred until `not_before`", body = SubmitReply),
+        (status = 400, description = "malformed_json", body = ErrorBody),
+        (status = 401, description = "unauthorized", body = ErrorBody),
+        (status = 403, description = "rejected_final `class_not_permitted`, `tenant_mismatch`, or forbidden", body = SubmitReply),
+        (status = 413, description = "too_large: body or payload", body = SubmitReply),
+        (status = 422, description = "rejected_final (a `reason` code), or invalid", body = SubmitReply),
+        (status = 429, description = "rejected_retryable (with Retry-After), or busy", body = SubmitReply),
+        (status = 503, description = "not_ready or unavailable", body = ErrorBody)
+    )
+)]
+async fn submit(
+    State(app): State<App>,
+    headers: HeaderMap,
+    RawBody(body): RawBody,
+) -> Result<Response, ApiError> {
+    let caller = app.caller(&headers)?;
+    allow(&caller, Allowed::Producers)?;
+    let body: SubmitBody = parse_json(&body)?;
+    let job = match app.prepare_job(&caller, body) {
+        Ok(job) => job,
+        Err(refusal) => {
+            let (status, reply) = *refusal;
+            return Ok(submit_response(status, reply));
+        }
+    };
+    let id = job.spec.id.clone();
+    let admissions = app
+        .call(app.timeout(), |reply| Command::Submit {
+            jobs: vec![job],
+            reply,
+        })
+        .await?;
+    let admission = admissions
+        .first()
+        .ok_or_else(|| ApiError::unavailable("the server gave no answer"))?;
+    let (status, reply) = SubmitReply::from_admission(admission, &id);
+    Ok(submit_response(status_of(status), reply))
+}
+
+/// Submit up to 1000 jobs; one result per job, in order.
+#[utoipa::path(
+    post, path = "/v1/jobs/batch", tag = "jobs",
+    request_body = BatchSubmitBody,
+    responses(
+        (status = 200, description = "one result per job, in order", body = BatchSubmitReply),
+        (status = 400, description = "malformed_json", body = ErrorBody),
+        (status = 413, description = "too_large: more than 1000 jobs, or the body", body = ErrorBody),
+        (status = 422, description = "invalid", body = ErrorBody),
+        (status = 429, description = "busy", body = ErrorBody),
+        (status = 503, description = "not_ready or unavailable", body = ErrorBody)
+    )
+)]
+async fn submit_batch(
+    State(app): State<App>,
+    headers: HeaderMap,
+    RawBody(body): RawBody,
+) -> Result<Json<BatchSubmitReply>, ApiError> {
+    let caller = app.caller(&headers)?;
+    allow(&caller, Allowed::Producers)?;
+    let body: BatchSubmitBody = parse_json(&body)?;
+    let max = app.limits().max_batch;
+    if body.jobs.len() > max {
+        return Err(ApiError::too_large(format!(
+            "field `jobs`: {} jobs, more than the limit of {max}",
+            body.jobs.len()
+        )));
+    }
+    // Each slot is either a refusal already known, or the index of a job sent to the engine.
+    let mut slots: Vec<Result<usize, BatchSubmitResult>> = Vec::with_capacity(body.jobs.len());
+    let mut jobs = Vec::new();
+    for (i, item) in body.jobs.into_iter().enumerate() {
+        let prepared = parse_value::<SubmitBody>(item)
+            .map_err(|e| {
+                Box::new((
+                    e.status,
+                    SubmitReply::refused(None, e.code, format!("jobs[{i}]: {}", e.message)),
+                ))
+            })
+            .and_then(|b| app.prepare_job(&caller, b));
+        match prepared {
+            Ok(job) => {
+                slots.push(Ok(jobs.len()));
+                jobs.push(job);
+            }
+            Err(refusal) => {
+                let (status, reply) = *refusal;
+                slots.push(Err(BatchSubmitResult {
+                    status: status.as_u16(),
+                    reply,
+                }));
+            }
+        }
+    }
+    let ids: Vec<String> = jobs.iter().map(|j| j.spec.id.clone()).collect();
+    let admissions: Vec<Admission> = if jobs.is_empty() {
+        Vec::new()
+    } else {
+        app.call(app.timeout(), |reply| Command::Submit { jobs, reply })
+            .await?
+    };
+    let results = slots
+        .into_iter()
+        .map(|slot| match slot {
+            Err(refused) => refused,
+            Ok(k) => match (admissions.get(k), ids.get(k)) {
+                (Some(a), Some(id)) => {
+                    let (status, reply) = SubmitReply::from_admission(a, id);
+                    BatchSubmitResult { status, reply }
+                }
+                _ => BatchSubmitResult {
+                    status: 503,
+                    reply: SubmitReply::refused(None, "unavailable", "no answer for this job"),
+                },
+            },
+        })
+        .collect();
+    Ok(Json(BatchSubmitReply { results }))
+}
+
+/// A job's state.
+#[utoipa::path(
+    get, path = "/v1/jobs/{id}", tag = "jobs",
+    params(("id" = String, Path, description = "job id")),
+    responses(
+        (status = 200, description = "the job", body = JobStatusReply),
+        (status = 404, description = "unknown_job (also another tenant's job)", body = ErrorBody)
+    )
+)]
+async fn get_job(
+    State(app): State<App>,
+    headers: HeaderMap,
+    JobId(id): JobId,
+) -> Result<Json<JobStatusReply>, ApiError> {
+    let caller = app.caller(&headers)?;
+    allow(&caller, Allowed::Producers)?;
+    let tenant = caller.tenant_scope().map(str::to_string);
+    let job = id.clone();
+    let status = app
+        .call(app.timeout(), |reply| Command::Status {
+            job,
+            tenant,
+            reply,
+        })
+        .await?;
+    status
+        .map(|s| Json(JobStatusReply::from(&s)))
+        .ok_or_else(|| ApiError::unknown_job(&id))
+}
+
+/// Cancel a job: a waiting job ends at once; a running one is told to stop at its next
+/// heartbeat (and stays `running` until it does or is fenced).
+#[utoipa::path(
+    post, path = "/v1/jobs/{id}/cancel", tag = "jobs",
+    params(("id" = String, Path, description = "job id")),
+    responses(
+        (status = 200, description = "the job's state after the call", body = JobStateReply),
+        (status = 404, description = "unknown_job", body = ErrorBody)
+    )
+)]
+async fn cancel_job(
+    State(app): State<App>,
+    headers: HeaderMap,
+    JobId(id): JobId,
+) -> Result<Json<JobStateReply>, ApiError> {
+    let caller = app.caller(&headers)?;
+    allow(&caller, Allowed::Producers)?;
+    let tenant = caller.tenant_scope().map(str::to_string);
+    let job = id.clone();
+    let state = app
+        .call(app.timeout(), |reply| Command::Cancel {
+            job,
+            tenant,
+            reply,
+        })
+        .await?;
+    state
+        .map(|s| {
+            Json(JobStateReply {
+                job_id: id.clone(),
+                state: s.as_str().to_string(),
+            })
+        })
+        .ok_or_else(|| ApiError::unknown_job(&id))
+}
+
+/// A worker asks for work, waiting up to `wait_ms` (a long poll).
+#[utoipa::path(
+    post, path = "/v1/leases", tag = "leases",
+    request_body = LeaseBody,
+    responses(
+        (status = 200, description = "the leases granted (empty when the wait ended without work)", body = LeaseReply),
+        (status = 403, description = "forbidden: a worker token of another pool", body = ErrorBody),
+        (status = 422, description = "invalid: max_jobs, wait_ms, a name or the capacity", body = ErrorBody),
+        (status = 429, description = "busy: too many parked long polls", body = ErrorBody)
+    )
+)]
+async fn lease(
+    State(app): State<App>,
+    headers: HeaderMap,
+    RawBody(body): RawBody,
+) -> Result<Json<LeaseReply>, ApiError> {
+    let caller = app.caller(&headers)?;
+    allow(&caller, Allowed::Workers)?;
+    let body: LeaseBody = parse_json(&body)?;
+    let pool = match (&caller, body.pool) {
+        (Caller::Worker(Some(own)), None) => own.clone(),
+        (Caller::Worker(Some(own)), Some(asked)) if asked != *own => {
+            return Err(ApiError::forbidden(format!(
+                "this token leases from pool {own:?}, not {asked:?}"
+            )));
+        }
+        (_, Some(asked)) => asked,
+        (_, None) => "default".to_string(),
+    };
+    let limits = app.limits();
+    let max_jobs = body.max_jobs.unwrap_or(1);
+    if max_jobs > limits.max_jobs_per_lease {
+        return Err(ApiError::invalid(format!(
+            "field `max_jobs`: {max_jobs} is more than the limit of {}",
+            limits.max_jobs_per_lease
+        )));
+    }
+    let wait_ms = body.wait_ms.unwrap_or(0);
+    if wait_ms > limits.max_wait_ms {
+        return Err(ApiError::invalid(format!(
+            "field `wait_ms`: {wait_ms} is more than the limit of {}",
+            limits.max_wait_ms
+        )));
+    }
+    let offer = WorkerOffer {
+        worker: body.worker,
+        pool,
+        capacity: body.capacity,
+        labels: body.labels.unwrap_or_default(),
+        max_jobs,
+    };
+    let timeout = app.timeout() + Duration::from_millis(wait_ms);
+    let outcome = app
+        .call(timeout, |reply| Command::Lease {
+            offer,
+            wait: Dur::from_millis(wait_ms),
+            reply,
+        })
+        .await?;
+    match outcome {
+        LeaseOutcome::Granted(leases) => Ok(Json(LeaseReply { leases })),
+        LeaseOutcome::Busy => Err(ApiError::busy(format!(
+            "{} long polls are parked already; retry",
+            limits.max_parked
+        ))),
+        LeaseOutcome::Invalid(why) => Err(ApiError::invalid(why)),
+    }
+}
+
+fn lease_failure(job: &str, f: LeaseFailure) -> ApiError {
+    match f {
+        LeaseFailure::UnknownJob => ApiError::unknown_job(job),
+        LeaseFailure::Stale { current, message } => ApiError::stale_epoch(message, current),
+    }
+}
+
+/// The worker still runs the job under `epoch`: extends the lease, or says stop.
+#[utoipa::path(
+    post, path = "/v1/leases/{job_id}/heartbeat", tag = "leases",
+    params(("job_id" = String, Path, description = "job id")),
+    request_body = HeartbeatBody,
+    responses(
+        (status = 200, description = "continue, preempt or cancel", body = HeartbeatReplyBody),
+        (status = 404, description = "unknown_job", body = ErrorBody),
+        (status = 409, description = "stale_epoch: the lease is lost; stop", body = ErrorBody)
+    )
+)]
+async fn heartbeat(
+    State(app): State<App>,
+    headers: HeaderMap,
+    JobId(id): JobId,
+    RawBody(body): RawBody,
+) -> Result<Json<HeartbeatReplyBody>, ApiError> {
+    let caller = app.caller(&headers)?;
+    allow(&caller, Allowed::Workers)?;
+    let body: HeartbeatBody = parse_json(&body)?;
+    let job = id.clone();
+    let result = app
+        .call(app.timeout(), |reply| Command::Heartbeat {
+            job,
+            epoch: body.epoch,
+            progress: body.progress_ms.map(Dur::from_millis),
+            reply,
+        })
+        .await?;
+    let (action, at) = match result.map_err(|f| lease_failure(&id, f))? {
+        HeartbeatReply::Continue { expires } => ("continue", expires),
+        HeartbeatReply::Preempt { deadline } => ("preempt", deadline),
+        HeartbeatReply::Cancel { deadline } => ("cancel", deadline),
+    };
+    Ok(Json(HeartbeatReplyBody {
+        action: action.to_string(),
+        expires_at: instant(at),
+    }))
+}
+
+fn outcome(o: CompleteOutcome, retryable: Option<bool>) -> Outcome {
+    match o {
+        CompleteOutcome::Succeeded => Outcome::Succeeded,
+        CompleteOutcome::Failed => Outcome::Failed {
+            retryable: retryable.unwrap_or(true),
+        },
+        CompleteOutcome::Stopped => Outcome::Stopped,
+    }
+}
+
+/// The worker's attempt under `epoch` ended.
+#[utoipa::path(
+    post, path = "/v1/leases/{job_id}/complete", tag = "leases",
+    params(("job_id" = String, Path, description = "job id")),
+    request_body = CompleteBody,
+    responses(
+        (status = 200, description = "the job's state after the attempt", body = JobStateReply),
+        (status = 404, description = "unknown_job", body = ErrorBody),
+        (status = 409, description = "stale_epoch: changes nothing", body = ErrorBody)
+    )
+)]
+async fn complete(
+    State(app): State<App>,
+    headers: HeaderMap,
+    JobId(id): JobId,
+    RawBody(body): RawBody,
+) -> Result<Json<JobStateReply>, ApiError> {
+    let caller = app.caller(&headers)?;
+    allow(&caller, Allowed::Workers)?;
+    let body: CompleteBody = parse_json(&body)?;
+    let item = Completion {
+        job: id.clone(),
+        epoch: body.epoch,
+        outcome: outcome(body.outcome, body.retryable),
+        usage: body.usage_ms.map(Dur::from_millis),
+        progress: body.progress_ms.map(Dur::from_millis),
+    };
+    let results = app
+        .call(app.timeout(), |reply| Command::Complete {
+            items: vec![item],
+            reply,
+        })
+        .await?;
+    let state = results
+        .into_iter()
+        .next()
+        .ok_or_else(|| ApiError::unavailable("the server gave no answer"))?
+        .map_err(|f| lease_failure(&id, f))?;
+    Ok(Json(JobStateReply {
+        job_id: id,
+        state: state.as_str().to_string(),
+    }))
+}
+
+/// Up to 1000 completions; one result each, in order.
+#[utoipa::path(
+    post, path = "/v1/leases/complete", tag = "leases",
+    request_body = BatchCompleteBody,
+    responses(
+        (status = 200, description = "one result per completion, in order", body = BatchCompleteReply),
+        (status = 413, description = "too_large: more than 1000 completions", body = ErrorBody)
+    )
+)]
+async fn complete_batch(
+    State(app): State<App>,
+    headers: HeaderMap,
+    RawBody(body): RawBody,
+) -> Result<Json<BatchCompleteReply>, ApiError> {
+    let caller = app.caller(&headers)?;
+    allow(&caller, Allowed::Workers)?;
+    let body: BatchCompleteBody = parse_json(&body)?;
+    let max = app.limits().max_batch;
+    if body.completions.len() > max {
+        return Err(ApiError::too_large(format!(
+            "field `completions`: {} completions, more than the limit of {max}",
+            body.completions.len()
+        )));
+    }
+    let mut slots: Vec<Result<usize, CompletionResult>> = Vec::new();
+    let mut items = Vec::new();
+    for (i, value) in body.completions.into_iter().enumerate() {
+        match parse_value::<CompletionItem>(value) {
+            Ok(c) => {
+                slots.push(Ok(items.len()));
+                items.push(Completion {
+                    job: c.job_id,
+                    epoch: c.epoch,
+                    outcome: outcome(c.outcome, c.retryable),
+                    usage: c.usage_ms.map(Dur::from_millis),
+                    progress: c.progress_ms.map(Dur::from_millis),
+                });
+            }
+            Err(e) => slots.push(Err(CompletionResult {
+                status: e.status.as_u16(),
+                error: Some(e.code.to_string()),
+                message: Some(format!("completions[{i}]: {}", e.message)),
+                ..CompletionResult::default()
+            })),
+        }
+    }
+    let ids: Vec<String> = items.iter().map(|c| c.job.clone()).collect();
+    let results: Vec<Result<JobState, LeaseFailure>> = if items.is_empty() {
+        Vec::new()
+    } else {
+        app.call(app.timeout(), |reply| Command::Complete { items, reply })
+            .await?
+    };
+    let mut results = results.into_iter();
+    let out = slots
+        .into_iter()
+        .map(|slot| match slot {
+            Err(r) => r,
+            Ok(k) => {
+                let job_id = ids.get(k).cloned().unwrap_or_default();
+                match results.next() {
+                    Some(Ok(state)) => CompletionResult {
+                        job_id,
+                        status: 200,
+                        state: Some(state.as_str().to_string()),
+                        ..CompletionResult::default()
+                    },
+                    Some(Err(f)) => {
+                        let e = lease_failure(&job_id, f);
+                        CompletionResult {
+                            job_id,
+                            status: e.status.as_u16(),
+                            error: Some(e.code.to_string()),
+                            message: Some(e.message),
+                            current_epoch: e.current_epoch,
+                            ..CompletionResult::default()
+                        }
+                    }
+                    None => CompletionResult {
+                        job_id,
+                        status: 503,
+                        error: Some("unavailable".into()),
+                        message: Some("no answer for this completion".into()),
+                        ..CompletionResult::default()
+                    },
+                }
+            }
+        })
+        .collect();
+    Ok(Json(BatchCompleteReply { results: out }))
+}
+
+/// The policy in force and its version.
+#[utoipa::path(
+    get, path = "/v1/policy", tag = "policy",
+    responses(
+        (status = 200, description = "the policy", body = PolicyReply),
+        (status = 403, description = "forbidden: needs an admin token", body = ErrorBody)
+    )
+)]
+async fn get_policy(
+    State(app): State<App>,
+    headers: HeaderMap,
+) -> Result<Json<PolicyReply>, ApiError> {
+    let caller = app.caller(&headers)?;
+    allow(&caller, Allowed::Admins)?;
+    let (version, policy) = app
+        .call(app.timeout(), |reply| Command::GetPolicy { reply })
+        .await?;
+    Ok(Json(PolicyReply { version, policy }))
+}
+
+/// Publishes a policy (the body is its TOML text, whatever the content type) as the next
+/// version. A malformed policy is refused with every error, and the prior version stays.
+#[utoipa::path(
+    put, path = "/v1/policy", tag = "policy",
+    request_body(content = String, content_type = "application/toml", description = "the policy file"),
+    responses(
+        (status = 200, description = "published", body = PolicyVersionReply),
+        (status = 403, description = "forbidden: needs an admin token", body = ErrorBody),
+        (status = 422, description = "invalid_policy: every error; the prior version stays", body = PolicyErrorReply)
+    )
+)]
+async fn put_policy(
+    State(app): State<App>,
+    headers: HeaderMap,
+    RawBody(body): RawBody,
+) -> Result<Response, ApiError> {
+    let caller = app.caller(&headers)?;
+    allow(&caller, Allowed::Admins)?;
+    let text = match String::from_utf8(body.to_vec()) {
+        Ok(t) => t,
+        Err(_) => {
+            let reply = PolicyErrorReply {
+                error: "invalid_policy".into(),
+                message: "the policy is not UTF-8 text".into(),
+                errors: vec![PolicyErrorItem {
+                    line: None,
+                    key: None,
+                    message: "the policy is not UTF-8 text".into(),
+                }],
+            };
+            return Ok((StatusCode::UNPROCESSABLE_ENTITY, Json(reply)).into_response());
+        }
+    };
+    let result = app
+        .call(app.timeout(), |reply| Command::PutPolicy { text, reply })
+        .await?;
+    Ok(match result {
+        Ok(version) => Json(PolicyVersionReply { version }).into_response(),
+        Err(errors) => {
+            let message = errors
+                .iter()
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+                .join("\n");
+            let reply = PolicyErrorReply {
+                error: "invalid_policy".into(),
+                message,
+                errors: errors
+                    .into_iter()
+                    .map(|e| PolicyErrorItem {
+                        line: e.line,
+                        key: e.key,
+                        message: e.message,
+                    })
+                    .collect(),
+            };
+            (StatusCode::UNPROCESSABLE_ENTITY, Json(reply)).into_response()
+        }
+    })
+}
+
+/// 200 while the process runs.
+#[utoipa::path(get, path = "/healthz", tag = "health",
+    responses((status = 200, description = "the process runs", body = HealthReply)))]
+async fn healthz() -> Json<HealthReply> {
+    Json(HealthReply {
+        status: "ok".into(),
+    })
+}
+
+/// 200 once the state is recovered and while the store is writable; 503 before and after.
+#[utoipa::path(get, path = "/readyz", tag = "health",
+    responses(
+        (status = 200, description = "ready", body = HealthReply),
+        (status = 503, description = "not_ready (recovering) or unavailable (failed or stopping)", body = ErrorBody)
+    ))]
+async fn readyz(State(app): State<App>) -> Result<Json<HealthReply>, ApiError> {
+    let shared = &app.inner.shared;
+    if shared.ready.load(Ordering::Acquire) {
+        Ok(Json(HealthReply {
+            status: "ok".into(),
+        }))
+    } else if shared.failed.load(Ordering::Acquire) {
+        Err(ApiError::unavailable(
+            "the store failed; the server is stopping",
+        ))
+    } else if shared.shutdown.load(Ordering::Acquire) {
+        Err(ApiError::unavailable("the server is stopping"))
+    } else {
+        Err(ApiError::not_ready())
+    }
+}
+
+async fn not_found() -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "not_found",
+        "no such route (see /openapi.json)",
+    )
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "this route does not take that method (see /openapi.json)",
+    )
+}
+
+/// Bounds every request: at most `max_in_flight` at once (429 `busy` beyond), and at most
+/// `request_timeout_ms` each (plus the longest wait, for a long poll; 503 `unavailable`).
+async fn guard(State(app): State<App>, req: Request, next: Next) -> Response {
+    let Ok(_permit) = app.inner.in_flight.clone().try_acquire_owned() else {
+        return ApiError::busy("too many requests in flight").into_response();
+    };
+    let mut budget = app.timeout();
+    if req.uri().path() == "/v1/leases" {
+        budget += Duration::from_millis(app.limits().max_wait_ms);
+    }
+    // A little beyond the writer wait in `App::call`, so that its clearer message wins.
+    budget += Duration::from_secs(1);
+    match tokio::time::timeout(budget, next.run(req)).await {
+        Ok(response) => response,
+        Err(_) => ApiError::unavailable("the request timed out").into_response(),
+    }
+}
+
+/// The OpenAPI document of every route.
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    api_router().split_for_parts().1
+}
+
+fn api_router() -> OpenApiRouter<App> {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(submit))
+        .routes(routes!(submit_batch))
+        .routes(routes!(get_job))
+        .routes(routes!(cancel_job))
+        .routes(routes!(lease))
+        .routes(routes!(heartbeat))
+        .routes(routes!(complete))
+        .routes(routes!(complete_batch))
+        .routes(routes!(get_policy, put_policy))
+        .routes(routes!(healthz))
+        .routes(routes!(readyz))
+}
+
+/// The service: every route of API v1, `/openapi.json`, the JSON fallbacks and the bounds.
+pub fn router(app: App) -> axum::Router {
+    let (router, api) = api_router().split_for_parts();
+    let spec: Arc<str> = api
+        .to_pretty_json()
+        .unwrap_or_else(|_| "{}".to_string())
+        .into();
+    let body_limit = app.limits().max_body_bytes;
+    router
+        .route(
+            "/openapi.json",
+            axum::routing::get(move || {
+                let spec = spec.clone();
+                async move {
+                    (
+                        [(header::CONTENT_TYPE, "application/json")],
+                        spec.to_string(),
+                    )
+                }
+            }),
+        )
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(body_limit))
+        .layer(middleware::from_fn_with_state(app.clone(), guard))
+        // Error answers are expected traffic (a 503 while recovering, a 409 for a stale
+        // epoch); the writer logs the failures that matter.
+        .layer(TraceLayer::new_for_http().on_failure(DefaultOnFailure::new().level(Level::DEBUG)))
+        .with_state(app)
+}

@@ -1,0 +1,195 @@
+//! Starting and stopping: the listener, the writer thread, graceful shutdown.
+
+use crate::config::ServerConfig;
+use crate::http::{App, router};
+use crate::writer::{Command, Shared, Writer, WriterSettings, recover};
+use fairway_core::Time;
+use fairway_store::RedbStore;
+use std::fmt;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio::net::TcpListener;
+use tokio::sync::{Notify, watch};
+use tracing::{info, warn};
+
+/// How long a graceful shutdown waits for open requests once the writer has stopped.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// Why a server could not start, or stopped on an error.
+#[derive(Debug)]
+pub enum ServerError {
+    /// The configuration is refused (bad input: `fairway serve` exits 2).
+    Config(String),
+    /// The store could not be opened.
+    Store(String),
+    /// The address could not be bound.
+    Bind(SocketAddr, std::io::Error),
+    /// Serving failed.
+    Io(std::io::Error),
+    /// The writer stopped on an error: recovery or a commit failed. Nothing unacknowledged was
+    /// acknowledged; a restart recovers from what is durable.
+    Writer(String),
+}
+
+impl fmt::Display for ServerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ServerError::Config(m) => write!(f, "{m}"),
+            ServerError::Store(m) => write!(f, "{m}"),
+            ServerError::Bind(addr, e) => write!(f, "cannot listen on {addr}: {e}"),
+            ServerError::Io(e) => write!(f, "serving: {e}"),
+            ServerError::Writer(m) => write!(f, "the writer stopped: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for ServerError {}
+
+/// A server with its store open and its address bound, not yet serving.
+pub struct Server {
+    config: ServerConfig,
+    store: RedbStore,
+    listener: TcpListener,
+    local_addr: SocketAddr,
+}
+
+impl Server {
+    /// Checks the configuration, opens the store (one process per data directory) and binds
+    /// the listener.
+    pub async fn bind(config: ServerConfig) -> Result<Server, ServerError> {
+        config.check().map_err(ServerError::Config)?;
+        let dir = config.data_dir.clone();
+        let store = tokio::task::spawn_blocking(move || RedbStore::open(&dir))
+            .await
+            .map_err(|e| ServerError::Store(format!("opening the store: {e}")))?
+            .map_err(|e| {
+                ServerError::Store(format!(
+                    "opening the store in {}: {e}",
+                    config.data_dir.display()
+                ))
+            })?;
+        let listener = TcpListener::bind(config.listen)
+            .await
+            .map_err(|e| ServerError::Bind(config.listen, e))?;
+        let local_addr = listener.local_addr().map_err(ServerError::Io)?;
+        Ok(Server {
+            config,
+            store,
+            listener,
+            local_addr,
+        })
+    }
+
+    /// The address it listens on (useful with port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Recovers the engine (in the writer thread; `/readyz` is 503 until then) and serves
+    /// until `shutdown` resolves or the writer stops on an error. A clean stop stops accepting
+    /// connections, lets the writer finish its turn and answer the parked long polls,
+    /// snapshots, and returns `Ok`.
+    pub async fn run(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), ServerError> {
+        let Server {
+            config,
+            store,
+            listener,
+            local_addr,
+        } = self;
+        let limits = config.limits.clone();
+        let shared = Arc::new(Shared::default());
+        let (tx, rx) = std::sync::mpsc::sync_channel(limits.channel_capacity.max(1));
+        let (exit_tx, mut exit_rx) = watch::channel(false);
+        let settings = WriterSettings {
+            limits: limits.clone(),
+            policy: config.policy.clone(),
+            lease_ms: config.lease_ms,
+        };
+        let writer_shared = shared.clone();
+        let handle = std::thread::Builder::new()
+            .name("fairway-writer".into())
+            .spawn(move || {
+                // Marks the writer gone however it ends, a panic included.
+                let _exit = ExitGuard {
+                    shared: writer_shared.clone(),
+                    exit: exit_tx,
+                };
+                let mut store = store;
+                let (engine, unsnapshotted) = recover(&mut store, &settings, wall_clock())?;
+                writer_shared.ready.store(true, Ordering::Release);
+                info!("ready");
+                Writer::new(engine, unsnapshotted, store, rx, writer_shared, settings).run()
+            })
+            .map_err(ServerError::Io)?;
+
+        let app = App::new(tx.clone(), shared.clone(), config.tokens.clone(), limits);
+        let service = router(app);
+        let stopping = Arc::new(Notify::new());
+        let signal = {
+            let shared = shared.clone();
+            let stopping = stopping.clone();
+            async move {
+                tokio::select! {
+                    _ = shutdown => info!("shutting down"),
+                    _ = exit_rx.wait_for(|gone| *gone) => {}
+                }
+                shared.shutdown.store(true, Ordering::Release);
+                let _ = tx.try_send(Command::Wake);
+                stopping.notify_one();
+            }
+        };
+        info!(addr = %local_addr, "listening");
+        let serve = axum::serve(listener, service).with_graceful_shutdown(signal);
+        let grace = async {
+            stopping.notified().await;
+            tokio::time::sleep(SHUTDOWN_GRACE).await;
+        };
+        let served = tokio::select! {
+            r = serve.into_future() => r.map_err(ServerError::Io),
+            _ = grace => {
+                warn!("graceful shutdown timed out; closing the remaining connections");
+                Ok(())
+            }
+        };
+        let joined = tokio::task::spawn_blocking(move || handle.join())
+            .await
+            .map_err(|e| ServerError::Writer(format!("joining the writer: {e}")))?;
+        match joined {
+            Ok(Ok(())) => served,
+            Ok(Err(message)) => Err(ServerError::Writer(message)),
+            Err(_) => Err(ServerError::Writer("the writer thread panicked".into())),
+        }
+    }
+}
+
+struct ExitGuard {
+    shared: Arc<Shared>,
+    exit: watch::Sender<bool>,
+}
+
+impl Drop for ExitGuard {
+    fn drop(&mut self) {
+        let clean = self.shared.shutdown.load(Ordering::Acquire);
+        self.shared.ready.store(false, Ordering::Release);
+        if !clean || std::thread::panicking() {
+            self.shared.failed.store(true, Ordering::Release);
+        }
+        let _ = self.exit.send(true);
+    }
+}
+
+/// Now, as engine time: Unix-epoch nanoseconds.
+pub(crate) fn wall_clock() -> Time {
+    Time(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+            .unwrap_or(0),
+    )
+}

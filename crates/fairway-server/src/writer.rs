@@ -1,0 +1,839 @@
+//! The writer loop: the one thread that owns the engine and the store.
+//!
+//! Each turn of the loop is one **group commit**:
+//!
+//! 1. block for the first command, at most until the engine's next timer
+//!    ([`Engine::poll_timeout`]) or the earliest long-poll deadline (and at most a second, to
+//!    notice a shutdown);
+//! 2. take up to [`Limits::commit_batch_max`] more commands without waiting;
+//! 3. apply them to the engine in arrival order, then `tick` (timers) and `schedule` (leases for
+//!    waiting workers, delivered to their parked long polls);
+//! 4. drain the engine's events and commit them, with the payloads of the jobs accepted in the
+//!    turn and the deletion of those of jobs that ended, in **one** `EventStore::commit`;
+//! 5. only then answer every command of the turn, and the long polls that got leases or whose
+//!    wait ended.
+//!
+//! Reads (status, policy) are answered at step 5 too, so no answer ever shows state that a crash
+//! could take back. If the commit fails, the engine is ahead of the disk: every waiting caller
+//! gets `503 unavailable`, the server is marked not ready, and the loop stops with an error so
+//! that the process exits and a restart recovers from what is durable.
+//!
+//! A long poll (`POST /v1/leases` with `wait_ms` > 0) registers its worker with
+//! [`Engine::worker_ready`] and is **parked** here: leases a later pass grants to that worker
+//! are delivered to the parked request after the commit that makes them durable. When its wait
+//! ends the worker is withdrawn ([`Engine::worker_withdraw`]) and the request gets an empty
+//! list. A worker is withdrawn as soon as its request is answered, so the engine never grants
+//! leases to a worker nobody is waiting for.
+
+use crate::config::{Limits, effective_policy};
+use crate::wire::LeaseGrant;
+use fairway_core::event::AfterAttempt;
+use fairway_core::job::JobStatus;
+use fairway_core::time::Dur;
+use fairway_core::{
+    Admission, ConfigError, Engine, EngineConfig, Event, HeartbeatReply, JobSpec, JobState, Lease,
+    LeaseError, Outcome, Policy, Time, WorkerOffer,
+};
+use fairway_store::{Batch, EventStore};
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tokio::sync::oneshot;
+use tracing::{debug, error, info, warn};
+
+/// The writer could not make a turn durable (or has stopped): the request's outcome is unknown
+/// to the caller, who may retry (submissions are idempotent by job id).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Unavailable;
+
+/// Where the writer sends one command's answer, after the commit.
+pub type Reply<T> = oneshot::Sender<Result<T, Unavailable>>;
+
+/// A job to submit, as the HTTP side prepared it.
+#[derive(Clone, Debug)]
+pub struct SubmitJob {
+    /// The job (its deadline is set from `deadline_ms` when the writer applies it).
+    pub spec: JobSpec,
+    /// Deadline relative to the moment of acceptance.
+    pub deadline_ms: Option<u64>,
+    /// What to store with the job: see [`StoredJob`]. `None` when the job has the default
+    /// demand and no payload.
+    pub blob: Option<Vec<u8>>,
+}
+
+/// One completion.
+#[derive(Clone, Debug)]
+pub struct Completion {
+    /// The job.
+    pub job: String,
+    /// The lease's epoch.
+    pub epoch: u64,
+    /// How the attempt ended.
+    pub outcome: Outcome,
+    /// Run time to charge.
+    pub usage: Option<Dur>,
+    /// Work done (checkpoint).
+    pub progress: Option<Dur>,
+}
+
+/// Why a heartbeat or completion was refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LeaseFailure {
+    /// No such job.
+    UnknownJob,
+    /// The epoch is not the job's authoritative one, or the attempt is over: nothing changed.
+    Stale {
+        /// The job's authoritative epoch.
+        current: u64,
+        /// For a human.
+        message: String,
+    },
+}
+
+/// The answer to a lease request.
+#[derive(Debug)]
+pub enum LeaseOutcome {
+    /// The leases granted (possibly none).
+    Granted(Vec<LeaseGrant>),
+    /// Too many long polls are parked.
+    Busy,
+    /// The engine refused the worker's offer (a bad name or capacity).
+    Invalid(String),
+}
+
+/// A command for the writer loop. Every command carries where to send its answer.
+pub enum Command {
+    /// Submit jobs; one admission per job, in order.
+    Submit {
+        /// The jobs.
+        jobs: Vec<SubmitJob>,
+        /// Answers.
+        reply: Reply<Vec<Admission>>,
+    },
+    /// A job's status; `None` when unknown or (with `tenant`) another tenant's.
+    Status {
+        /// The job.
+        job: String,
+        /// Only this tenant's jobs are visible.
+        tenant: Option<String>,
+        /// Answer.
+        reply: Reply<Option<JobStatus>>,
+    },
+    /// Cancel a job; `None` when unknown or another tenant's.
+    Cancel {
+        /// The job.
+        job: String,
+        /// Only this tenant's jobs may be canceled.
+        tenant: Option<String>,
+        /// Answer: the state after the call.
+        reply: Reply<Option<JobState>>,
+    },
+    /// A worker asks for leases, waiting up to `wait`.
+    Lease {
+        /// The worker's offer.
+        offer: WorkerOffer,
+        /// How long to park the request.
+        wait: Dur,
+        /// Answer.
+        reply: Reply<LeaseOutcome>,
+    },
+    /// A heartbeat.
+    Heartbeat {
+        /// The job.
+        job: String,
+        /// The lease's epoch.
+        epoch: u64,
+        /// Work done so far.
+        progress: Option<Dur>,
+        /// Answer.
+        reply: Reply<Result<HeartbeatReply, LeaseFailure>>,
+    },
+    /// Completions; one result each, in order.
+    Complete {
+        /// The completions.
+        items: Vec<Completion>,
+        /// Answers: the job's state after each.
+        reply: Reply<Vec<Result<JobState, LeaseFailure>>>,
+    },
+    /// The policy in force: (version, text).
+    GetPolicy {
+        /// Answer.
+        reply: Reply<(u64, String)>,
+    },
+    /// Publish a policy.
+    PutPolicy {
+        /// TOML text.
+        text: String,
+        /// Answer: the new version, or every error (the prior version stays).
+        reply: Reply<Result<u64, Vec<ConfigError>>>,
+    },
+    /// Nothing: wakes the loop (to notice a shutdown).
+    Wake,
+}
+
+/// State shared between the writer and the HTTP side.
+#[derive(Debug, Default)]
+pub struct Shared {
+    /// Recovered, and the store is writable.
+    pub ready: AtomicBool,
+    /// A shutdown was asked for: the writer finishes its turn and stops.
+    pub shutdown: AtomicBool,
+    /// The writer stopped on an error (recovery or a commit failed).
+    pub failed: AtomicBool,
+    /// Group commits made.
+    pub commits: AtomicU64,
+    /// Events committed.
+    pub events: AtomicU64,
+    /// Commands applied.
+    pub commands: AtomicU64,
+}
+
+/// What the server stores with a job, as JSON: its demand (for the lease) and its payload.
+/// The store keeps it as opaque bytes; it is deleted when the job ends.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub struct StoredJob {
+    /// Demand per member.
+    #[serde(default)]
+    pub demand: BTreeMap<String, f64>,
+    /// The payload as submitted.
+    #[serde(default)]
+    pub payload: Value,
+}
+
+impl StoredJob {
+    /// The stored bytes for a job: `payload_json` is the payload's JSON text.
+    pub fn encode(demand: &BTreeMap<String, f64>, payload_json: Option<&[u8]>) -> Vec<u8> {
+        let demand = serde_json::to_vec(demand).unwrap_or_else(|_| b"{}".to_vec());
+        let payload = payload_json.unwrap_or(b"null");
+        let mut out = Vec::with_capacity(demand.len() + payload.len() + 24);
+        out.extend_from_slice(b"{\"demand\":");
+        out.extend_from_slice(&demand);
+        out.extend_from_slice(b",\"payload\":");
+        out.extend_from_slice(payload);
+        out.push(b'}');
+        out
+    }
+}
+
+/// The demand of a job that declares none (the engine's default).
+pub fn default_demand() -> BTreeMap<String, f64> {
+    BTreeMap::from([("cpu".to_string(), 1.0)])
+}
+
+/// How the writer runs.
+#[derive(Clone, Debug)]
+pub struct WriterSettings {
+    /// The limits.
+    pub limits: Limits,
+    /// The policy to run (`None`: the persisted one, or the built-in one when fresh).
+    pub policy: Option<String>,
+    /// Lease override in milliseconds.
+    pub lease_ms: Option<u64>,
+}
+
+/// The engine's limits as the server runs it.
+pub fn engine_config() -> EngineConfig {
+    EngineConfig {
+        // Longer than the longest long poll, so a parked worker is never forgotten mid-wait.
+        worker_ttl: Dur::from_secs(90),
+        ..EngineConfig::default()
+    }
+}
+
+/// The wall clock as engine time (Unix-epoch nanoseconds), never going backwards.
+struct Clock {
+    last: Time,
+}
+
+impl Clock {
+    fn now(&mut self) -> Time {
+        let wall = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+            .unwrap_or(0);
+        self.last = self.last.max(Time(wall));
+        self.last
+    }
+}
+
+/// A parked lease request.
+struct Waiter {
+    reply: Reply<LeaseOutcome>,
+    deadline: Time,
+    granted: Vec<Lease>,
+}
+
+/// An answer to send once the turn is durable.
+enum Pending {
+    Ready(Box<dyn FnOnce(bool) + Send>),
+    Leases(Reply<LeaseOutcome>, Vec<(Lease, String, String)>),
+}
+
+fn ready<T: Send + 'static>(reply: Reply<T>, value: T) -> Pending {
+    Pending::Ready(Box::new(move |ok| {
+        let _ = reply.send(if ok { Ok(value) } else { Err(Unavailable) });
+    }))
+}
+
+#[derive(Default)]
+struct Outbox {
+    replies: Vec<Pending>,
+    puts: Vec<(String, Vec<u8>)>,
+}
+
+/// The writer loop. See the module documentation.
+pub struct Writer<S: EventStore> {
+    engine: Engine,
+    store: S,
+    rx: Receiver<Command>,
+    shared: Arc<Shared>,
+    settings: WriterSettings,
+    clock: Clock,
+    waiters: BTreeMap<String, Waiter>,
+    deadlines: BTreeSet<(Time, String)>,
+    events_since_snapshot: u64,
+    last_sweep: Instant,
+}
+
+/// Rebuilds the engine from the store: the latest snapshot plus the events after it, or a new
+/// engine on a fresh store. Then publishes the configured policy if it differs from the one in
+/// force. Everything this writes is committed before it returns. Also returns how many
+/// committed events the latest snapshot does not cover.
+pub fn recover<S: EventStore>(
+    store: &mut S,
+    settings: &WriterSettings,
+    now: Time,
+) -> Result<(Engine, u64), String> {
+    let started = Instant::now();
+    let recovered = store
+        .recover()
+        .map_err(|e| format!("recovering the store: {e}"))?;
+    let config = engine_config();
+    let fresh = recovered.snapshot.is_none() && recovered.events.is_empty();
+    let mut engine = if fresh {
+        let base = settings
+            .policy
+            .clone()
+            .unwrap_or_else(|| fairway_core::policy::BUILT_IN_POLICY.to_string());
+        let text = effective_policy(&base, settings.lease_ms).map_err(policy_errors)?;
+        let policy = Policy::from_text(&text).map_err(policy_errors)?;
+        Engine::new(now, policy, config)
+    } else {
+        let mut engine = match &recovered.snapshot {
+            // This build writes no snapshots (they come with `Engine::snapshot`).
+            Some((lsn, _)) => {
+                return Err(format!(
+                    "the store holds a snapshot (LSN {lsn}) that this build cannot restore"
+                ));
+            }
+            None => Engine::for_replay(config),
+        };
+        for (_, event) in &recovered.events {
+            engine.apply(event);
+        }
+        let base = settings
+            .policy
+            .clone()
+            .unwrap_or_else(|| engine.policy().source.clone());
+        let text = effective_policy(&base, settings.lease_ms).map_err(policy_errors)?;
+        if text != engine.policy().source {
+            engine.publish(now, &text).map_err(policy_errors)?;
+        }
+        engine
+    };
+    let events = engine.drain_events();
+    if !events.is_empty() {
+        store
+            .commit(&Batch::of_events(events))
+            .map_err(|e| format!("committing the policy at start: {e}"))?;
+    }
+    info!(
+        replayed = recovered.events.len(),
+        snapshot_lsn = recovered.snapshot.as_ref().map(|s| s.0),
+        live_jobs = engine.live_jobs(),
+        policy_version = engine.policy_version(),
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "recovered"
+    );
+    let snapshot_lsn = recovered.snapshot.as_ref().map(|s| s.0).unwrap_or(0);
+    Ok((engine, store.last_lsn().saturating_sub(snapshot_lsn)))
+}
+
+fn policy_errors(errors: Vec<ConfigError>) -> String {
+    let lines: Vec<String> = errors.iter().map(|e| format!("policy: {e}")).collect();
+    lines.join("\n")
+}
+
+impl<S: EventStore> Writer<S> {
+    /// A writer over a recovered engine; `events_since_snapshot` counts the committed events
+    /// its latest snapshot does not cover.
+    pub fn new(
+        engine: Engine,
+        events_since_snapshot: u64,
+        store: S,
+        rx: Receiver<Command>,
+        shared: Arc<Shared>,
+        settings: WriterSettings,
+    ) -> Writer<S> {
+        Writer {
+            engine,
+            store,
+            rx,
+            shared,
+            settings,
+            clock: Clock { last: Time::ZERO },
+            waiters: BTreeMap::new(),
+            deadlines: BTreeSet::new(),
+            events_since_snapshot,
+            last_sweep: Instant::now(),
+        }
+    }
+
+    /// Runs turns until a shutdown is asked for (then finishes the turn, answers the parked
+    /// long polls and returns `Ok`) or a commit fails (then answers 503 to everyone waiting
+    /// and returns the error).
+    pub fn run(mut self) -> Result<(), String> {
+        let max = self.settings.limits.commit_batch_max.max(1);
+        loop {
+            let mut commands = Vec::new();
+            let mut closed = false;
+            let now = self.clock.now();
+            match self.rx.recv_timeout(self.next_wakeup(now)) {
+                Ok(c) => commands.push(c),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => closed = true,
+            }
+            while commands.len() < max {
+                match self.rx.try_recv() {
+                    Ok(c) => commands.push(c),
+                    Err(TryRecvError::Empty) => break,
+                    Err(TryRecvError::Disconnected) => {
+                        closed = true;
+                        break;
+                    }
+                }
+            }
+            self.turn(commands)?;
+            if closed || self.shared.shutdown.load(Ordering::Acquire) {
+                return self.finish();
+            }
+        }
+    }
+
+    /// How long to wait for a command: until the next timer or long-poll deadline, at most a
+    /// second, at least a millisecond.
+    fn next_wakeup(&self, now: Time) -> Duration {
+        let mut next = now.plus(Dur::from_secs(1));
+        if let Some(t) = self.engine.poll_timeout() {
+            next = next.min(t);
+        }
+        if let Some((t, _)) = self.deadlines.first() {
+            next = next.min(*t);
+        }
+        Duration::from_nanos(next.since(now).0).max(Duration::from_millis(1))
+    }
+
+    /// One turn: apply, tick, schedule, commit, answer.
+    fn turn(&mut self, commands: Vec<Command>) -> Result<(), String> {
+        let now = self.clock.now();
+        let mut out = Outbox::default();
+        let n = commands.len();
+        for c in commands {
+            self.apply(now, c, &mut out);
+        }
+        self.engine.tick(now);
+        self.sweep_abandoned();
+        let leases = self.engine.schedule(now);
+        self.deliver(now, leases, &mut out);
+        // Stop requests reach workers through their heartbeats; nothing pushes them.
+        let _ = self.engine.poll_stops();
+        let events = self.engine.drain_events();
+        let delete_payloads: Vec<String> = events.iter().filter_map(ended_job).collect();
+        let batch = Batch {
+            events,
+            put_payloads: std::mem::take(&mut out.puts),
+            delete_payloads,
+        };
+        if !batch.is_empty() {
+            let started = Instant::now();
+            match self.store.commit(&batch) {
+                Ok(lsn) => {
+                    let events = batch.events.len() as u64;
+                    self.events_since_snapshot += events;
+                    self.shared.commits.fetch_add(1, Ordering::Relaxed);
+                    self.shared.events.fetch_add(events, Ordering::Relaxed);
+                    debug!(
+                        commands = n,
+                        events,
+                        payloads = batch.put_payloads.len(),
+                        lsn,
+                        flush_us = started.elapsed().as_micros() as u64,
+                        "group commit"
+                    );
+                }
+                Err(e) => {
+                    error!(error = %e, "group commit failed: answering 503 and stopping");
+                    self.fail(out);
+                    return Err(format!("group commit failed: {e}"));
+                }
+            }
+        }
+        self.shared.commands.fetch_add(n as u64, Ordering::Relaxed);
+        self.answer(out);
+        Ok(())
+    }
+
+    /// Applies one command to the engine; its answer waits in `out` for the commit.
+    fn apply(&mut self, now: Time, command: Command, out: &mut Outbox) {
+        match command {
+            Command::Submit { jobs, reply } => {
+                let mut admissions = Vec::with_capacity(jobs.len());
+                for job in jobs {
+                    let mut spec = job.spec;
+                    if let Some(ms) = job.deadline_ms {
+                        spec.deadline = Some(now.plus(Dur::from_millis(ms)));
+                    }
+                    let id = spec.id.clone();
+                    let admission = self.engine.submit(now, spec);
+                    let new = matches!(
+                        admission,
+                        Admission::Accepted {
+                            duplicate: false,
+                            ..
+                        } | Admission::Deferred {
+                            duplicate: false,
+                            ..
+                        }
+                    );
+                    if new && let Some(blob) = job.blob {
+                        out.puts.push((id, blob));
+                    }
+                    admissions.push(admission);
+                }
+                out.replies.push(ready(reply, admissions));
+            }
+            Command::Status { job, tenant, reply } => {
+                let status = self.visible(&job, tenant.as_deref());
+                out.replies.push(ready(reply, status));
+            }
+            Command::Cancel { job, tenant, reply } => {
+                let state = match self.visible(&job, tenant.as_deref()) {
+                    Some(_) => self.engine.cancel(now, &job).ok(),
+                    None => None,
+                };
+                out.replies.push(ready(reply, state));
+            }
+            Command::Lease { offer, wait, reply } => self.lease(now, offer, wait, reply, out),
+            Command::Heartbeat {
+                job,
+                epoch,
+                progress,
+                reply,
+            } => {
+                let result = self
+                    .engine
+                    .heartbeat(now, &job, epoch, progress)
+                    .map_err(|e| self.failure(&job, e));
+                out.replies.push(ready(reply, result));
+            }
+            Command::Complete { items, reply } => {
+                let mut results = Vec::with_capacity(items.len());
+                for c in items {
+                    let result = self
+                        .engine
+                        .finish(now, &c.job, c.epoch, c.outcome, c.usage, c.progress)
+                        .or_else(|e| self.repeated_completion(&c, e));
+                    results.push(result);
+                }
+                out.replies.push(ready(reply, results));
+            }
+            Command::GetPolicy { reply } => {
+                let answer = (
+                    self.engine.policy_version(),
+                    self.engine.policy().source.clone(),
+                );
+                out.replies.push(ready(reply, answer));
+            }
+            Command::PutPolicy { text, reply } => {
+                let result = effective_policy(&text, self.settings.lease_ms)
+                    .and_then(|effective| self.engine.publish(now, &effective));
+                if let Ok(version) = result {
+                    info!(version, "policy published");
+                }
+                out.replies.push(ready(reply, result));
+            }
+            Command::Wake => {}
+        }
+    }
+
+    /// Job `id`'s status if the caller (restricted to `tenant`) may see it.
+    fn visible(&self, id: &str, tenant: Option<&str>) -> Option<JobStatus> {
+        self.engine
+            .status(id)
+            .filter(|s| tenant.is_none_or(|t| s.tenant == t))
+    }
+
+    /// Maps an engine refusal to what the API says.
+    fn failure(&self, job: &str, e: LeaseError) -> LeaseFailure {
+        match e {
+            LeaseError::UnknownJob => LeaseFailure::UnknownJob,
+            LeaseError::StaleEpoch { .. } => LeaseFailure::Stale {
+                current: self.engine.status(job).map(|s| s.epoch).unwrap_or(0),
+                message: e.to_string(),
+            },
+            LeaseError::NotRunning => {
+                let current = self.engine.status(job).map(|s| s.epoch).unwrap_or(0);
+                LeaseFailure::Stale {
+                    current,
+                    message: format!(
+                        "the attempt with epoch {current} is no longer running (its lease \
+                         expired or it already ended)"
+                    ),
+                }
+            }
+        }
+    }
+
+    /// A completion for an attempt that already ended: repeating the completion of the
+    /// attempt that ended the job answers the job's final state (a worker retrying after a lost
+    /// answer); anything else is stale and changes nothing.
+    fn repeated_completion(&self, c: &Completion, e: LeaseError) -> Result<JobState, LeaseFailure> {
+        if e == LeaseError::NotRunning
+            && let Some(s) = self.engine.status(&c.job)
+            && s.state.is_terminal()
+            && s.epoch == c.epoch
+        {
+            return Ok(s.state);
+        }
+        Err(self.failure(&c.job, e))
+    }
+
+    /// Registers a lease request: the worker waits for work until leases reach it or `wait`
+    /// ends.
+    fn lease(
+        &mut self,
+        now: Time,
+        offer: WorkerOffer,
+        wait: Dur,
+        reply: Reply<LeaseOutcome>,
+        out: &mut Outbox,
+    ) {
+        // One request per worker: a new one answers the old one (empty) and takes its place.
+        if let Some(old) = self.remove_waiter(&offer.worker) {
+            out.replies
+                .push(ready(old.reply, LeaseOutcome::Granted(Vec::new())));
+        }
+        if wait > Dur::ZERO && self.waiters.len() >= self.settings.limits.max_parked {
+            out.replies.push(ready(reply, LeaseOutcome::Busy));
+            return;
+        }
+        if let Err(why) = self.engine.worker_ready(now, &offer) {
+            out.replies.push(ready(reply, LeaseOutcome::Invalid(why)));
+            return;
+        }
+        if offer.max_jobs == 0 {
+            out.replies
+                .push(ready(reply, LeaseOutcome::Granted(Vec::new())));
+            return;
+        }
+        let deadline = now.plus(wait);
+        self.deadlines.insert((deadline, offer.worker.clone()));
+        self.waiters.insert(
+            offer.worker,
+            Waiter {
+                reply,
+                deadline,
+                granted: Vec::new(),
+            },
+        );
+    }
+
+    fn remove_waiter(&mut self, worker: &str) -> Option<Waiter> {
+        let w = self.waiters.remove(worker)?;
+        self.deadlines.remove(&(w.deadline, worker.to_string()));
+        Some(w)
+    }
+
+    /// Forgets parked requests whose caller went away, so that no lease is granted to a worker
+    /// nobody is waiting for. It is a scan: every turn while few requests are parked, every
+    /// 50 ms beyond that.
+    fn sweep_abandoned(&mut self) {
+        if self.waiters.is_empty()
+            || (self.waiters.len() > 1024 && self.last_sweep.elapsed() < Duration::from_millis(50))
+        {
+            return;
+        }
+        self.last_sweep = Instant::now();
+        let gone: Vec<String> = self
+            .waiters
+            .iter()
+            .filter(|(_, w)| w.reply.is_closed())
+            .map(|(name, _)| name.clone())
+            .collect();
+        for name in gone {
+            self.remove_waiter(&name);
+            self.engine.worker_withdraw(&name);
+        }
+    }
+
+    /// Hands the pass's leases to the parked requests of their workers, and answers the
+    /// requests that got leases or whose wait ended; their workers stop waiting.
+    fn deliver(&mut self, now: Time, leases: Vec<Lease>, out: &mut Outbox) {
+        let mut served = BTreeSet::new();
+        for lease in leases {
+            match self.waiters.get_mut(&lease.worker) {
+                Some(w) => {
+                    served.insert(lease.worker.clone());
+                    w.granted.push(lease);
+                }
+                None => {
+                    // Durable but undeliverable: the lease expires and the job is reclaimed.
+                    warn!(job = %lease.job, worker = %lease.worker, "lease for a worker with no request");
+                }
+            }
+        }
+        while let Some((t, _)) = self.deadlines.first() {
+            if *t > now {
+                break;
+            }
+            if let Some((_, name)) = self.deadlines.pop_first() {
+                served.insert(name);
+            }
+        }
+        for name in served {
+            let Some(w) = self.remove_waiter(&name) else {
+                continue;
+            };
+            self.engine.worker_withdraw(&name);
+            let granted = w
+                .granted
+                .into_iter()
+                .map(|lease| {
+                    let (tenant, class) = self
+                        .engine
+                        .status(&lease.job)
+                        .map(|s| (s.tenant, s.class))
+                        .unwrap_or_default();
+                    (lease, tenant, class)
+                })
+                .collect();
+            out.replies.push(Pending::Leases(w.reply, granted));
+        }
+    }
+
+    /// Sends the turn's answers; the turn is durable.
+    fn answer(&mut self, out: Outbox) {
+        let lease_ms = self.engine.policy().lease.as_millis();
+        for pending in out.replies {
+            match pending {
+                Pending::Ready(send) => send(true),
+                Pending::Leases(reply, leases) => {
+                    let grants: Result<Vec<LeaseGrant>, String> = leases
+                        .into_iter()
+                        .map(|(lease, tenant, class)| self.grant(lease, tenant, class, lease_ms))
+                        .collect();
+                    let answer = match grants {
+                        Ok(g) => Ok(LeaseOutcome::Granted(g)),
+                        Err(e) => {
+                            // The leases are durable; unanswered, they expire and are reclaimed.
+                            error!(error = %e, "reading a leased job's payload");
+                            Err(Unavailable)
+                        }
+                    };
+                    let _ = reply.send(answer);
+                }
+            }
+        }
+    }
+
+    fn grant(
+        &self,
+        lease: Lease,
+        tenant: String,
+        class: String,
+        lease_ms: u64,
+    ) -> Result<LeaseGrant, String> {
+        let stored = self
+            .store
+            .payload(&lease.job)
+            .map_err(|e| format!("job {}: {e}", lease.job))?;
+        let (demand, payload) = match stored {
+            Some(bytes) => {
+                let s: StoredJob = serde_json::from_slice(&bytes)
+                    .map_err(|e| format!("job {}: stored payload: {e}", lease.job))?;
+                let demand = if s.demand.is_empty() {
+                    default_demand()
+                } else {
+                    s.demand
+                };
+                (demand, s.payload)
+            }
+            None => (default_demand(), Value::Null),
+        };
+        Ok(LeaseGrant {
+            job_id: lease.job,
+            attempt: lease.attempt,
+            epoch: lease.epoch,
+            expires_at: crate::wire::instant(lease.expires),
+            lease_ms,
+            members: lease.members,
+            progress_ms: lease.progress.as_millis(),
+            tenant,
+            class,
+            demand,
+            payload,
+        })
+    }
+
+    /// The turn could not be made durable: nobody gets an answer but 503.
+    fn fail(&mut self, out: Outbox) {
+        self.shared.ready.store(false, Ordering::Release);
+        self.shared.failed.store(true, Ordering::Release);
+        for pending in out.replies {
+            match pending {
+                Pending::Ready(send) => send(false),
+                Pending::Leases(reply, _) => {
+                    let _ = reply.send(Err(Unavailable));
+                }
+            }
+        }
+        for (_, w) in std::mem::take(&mut self.waiters) {
+            let _ = w.reply.send(Err(Unavailable));
+        }
+        self.deadlines.clear();
+    }
+
+    /// Clean stop: the parked long polls get empty lists.
+    fn finish(mut self) -> Result<(), String> {
+        self.shared.ready.store(false, Ordering::Release);
+        for (name, w) in std::mem::take(&mut self.waiters) {
+            self.engine.worker_withdraw(&name);
+            let _ = w.reply.send(Ok(LeaseOutcome::Granted(Vec::new())));
+        }
+        self.deadlines.clear();
+        info!(
+            commits = self.shared.commits.load(Ordering::Relaxed),
+            events = self.shared.events.load(Ordering::Relaxed),
+            last_lsn = self.store.last_lsn(),
+            "writer stopped"
+        );
+        Ok(())
+    }
+}
+
+/// The job whose payload an event makes useless (it ended).
+fn ended_job(event: &Event) -> Option<String> {
+    match event {
+        Event::AttemptEnded {
+            job,
+            after: AfterAttempt::Done(_),
+            ..
+        }
+        | Event::JobCanceled { job, .. }
+        | Event::JobExpired { job, .. } => Some(job.clone()),
+        _ => None,
+    }
+}

@@ -1,0 +1,216 @@
+//! `fairway serve` killed with SIGKILL in the middle of a load loses nothing it acknowledged.
+
+mod serve_support;
+
+use serde_json::json;
+use serve_support::{TempDir, client, get, post, serve};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// What the server acknowledged before it died.
+#[derive(Default)]
+struct Acks {
+    /// Jobs whose submission got 201.
+    submitted: BTreeSet<String>,
+    /// Leases delivered (job → epoch), not yet completed.
+    leased: BTreeMap<String, u64>,
+    /// Jobs whose completion was sent but not answered yet.
+    completing: BTreeSet<String>,
+    /// Jobs whose completion (succeeded) got 200.
+    completed: BTreeSet<String>,
+}
+
+const SUBMITTERS: usize = 4;
+const JOBS_PER_SUBMITTER: usize = 100;
+/// The kill comes once this many submissions were acknowledged: mid-load.
+const KILL_AFTER_SUBMITS: usize = 150;
+
+/// Producers submit a few hundred jobs and a worker leases and completes some, concurrently;
+/// the server is killed with SIGKILL mid-load and restarted on the same data directory. Every
+/// acknowledged submission is there in the right state, nothing is duplicated, and the leases
+/// held at the crash still heartbeat and complete with their epoch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_mid_load_loses_nothing_acknowledged() {
+    let dir = TempDir::new("crash");
+    let served = serve(dir.path(), &[], &[]);
+    let http = client();
+    served.ready(&http).await;
+    let url = served.url.clone();
+    let acks = Arc::new(Mutex::new(Acks::default()));
+
+    let mut tasks = Vec::new();
+    for s in 0..SUBMITTERS {
+        let (http, url, acks) = (http.clone(), url.clone(), acks.clone());
+        tasks.push(tokio::spawn(async move {
+            for i in 0..JOBS_PER_SUBMITTER {
+                let id = format!("s{s}-{i}");
+                let job = json!({"id": id, "tenant": format!("t{}", s % 2), "payload": {"i": i}});
+                match post(&http, format!("{url}/v1/jobs"), job).await {
+                    Ok((201, _)) => {
+                        acks.lock().unwrap().submitted.insert(id);
+                    }
+                    Ok((code, body)) => panic!("submit {id}: {code} {body}"),
+                    Err(_) => return, // the server is gone
+                }
+            }
+        }));
+    }
+    {
+        // A worker: leases, and completes every other job it gets.
+        let (http, url, acks) = (http.clone(), url.clone(), acks.clone());
+        tasks.push(tokio::spawn(async move {
+            loop {
+                let body = json!({"worker": "w1", "capacity": {"cpu": 1000}, "max_jobs": 8, "wait_ms": 100});
+                let leases = match post(&http, format!("{url}/v1/leases"), body).await {
+                    Ok((200, r)) => r["leases"].as_array().cloned().unwrap_or_default(),
+                    Ok((code, r)) => panic!("lease: {code} {r}"),
+                    Err(_) => return,
+                };
+                let mut completions = Vec::new();
+                for l in &leases {
+                    let job = l["job_id"].as_str().unwrap().to_string();
+                    let epoch = l["epoch"].as_u64().unwrap();
+                    let i = l["payload"]["i"].as_u64().unwrap();
+                    acks.lock().unwrap().leased.insert(job.clone(), epoch);
+                    if i % 2 == 0 {
+                        acks.lock().unwrap().completing.insert(job.clone());
+                        completions.push(
+                            json!({"job_id": job, "epoch": epoch, "outcome": "succeeded"}),
+                        );
+                    }
+                }
+                if completions.is_empty() {
+                    continue;
+                }
+                let body = json!({ "completions": completions });
+                match post(&http, format!("{url}/v1/leases/complete"), body).await {
+                    Ok((200, r)) => {
+                        let mut acks = acks.lock().unwrap();
+                        for result in r["results"].as_array().unwrap() {
+                            assert_eq!(result["status"], 200, "{result}");
+                            let job = result["job_id"].as_str().unwrap().to_string();
+                            acks.leased.remove(&job);
+                            acks.completing.remove(&job);
+                            acks.completed.insert(job);
+                        }
+                    }
+                    Ok((code, r)) => panic!("complete: {code} {r}"),
+                    Err(_) => return,
+                }
+            }
+        }));
+    }
+
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while acks.lock().unwrap().submitted.len() < KILL_AFTER_SUBMITS {
+        assert!(Instant::now() < deadline, "the load never got going");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    served.kill_9();
+    for t in tasks {
+        t.await.expect("a client task failed");
+    }
+    let acks = std::mem::take(&mut *acks.lock().unwrap());
+    assert!(acks.submitted.len() >= KILL_AFTER_SUBMITS);
+    assert!(
+        acks.submitted.len() < SUBMITTERS * JOBS_PER_SUBMITTER,
+        "the kill came after the load"
+    );
+    assert!(
+        !acks.completed.is_empty(),
+        "the worker completed nothing before the kill"
+    );
+
+    let served = serve(dir.path(), &[], &[]);
+    served.ready(&http).await;
+    let url = served.url.clone();
+    for id in &acks.submitted {
+        let (code, status) = get(&http, format!("{url}/v1/jobs/{id}")).await.unwrap();
+        assert_eq!(code, 200, "acknowledged job {id} is lost: {status}");
+        let state = status["state"].as_str().unwrap();
+        if acks.completed.contains(id) {
+            assert_eq!(state, "succeeded", "{id}: {status}");
+        } else if let Some(epoch) = acks.leased.get(id) {
+            // A completion in flight at the kill may or may not have been made durable.
+            if !(acks.completing.contains(id) && state == "succeeded") {
+                assert_eq!(state, "running", "{id}: {status}");
+            }
+            assert_eq!(status["epoch"], *epoch, "{id}: {status}");
+        } else {
+            assert!(state == "queued" || state == "running", "{id}: {status}");
+        }
+        // The same id again creates nothing.
+        let (code, again) = post(
+            &http,
+            format!("{url}/v1/jobs"),
+            json!({"id": id, "tenant": status["tenant"]}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(code, 201, "{again}");
+        assert_eq!(again["duplicate"], true, "{id}: {again}");
+    }
+    // Completions acknowledged for jobs whose submission ack was lost in flight still hold.
+    for id in &acks.completed {
+        let (_, status) = get(&http, format!("{url}/v1/jobs/{id}")).await.unwrap();
+        assert_eq!(status["state"], "succeeded", "{id}: {status}");
+    }
+    // The leases held at the crash go on under their epoch (a completion that became durable
+    // without its answer is answered again).
+    for (id, epoch) in &acks.leased {
+        let (_, status) = get(&http, format!("{url}/v1/jobs/{id}")).await.unwrap();
+        if status["state"] == "running" {
+            let (code, hb) = post(
+                &http,
+                format!("{url}/v1/leases/{id}/heartbeat"),
+                json!({ "epoch": epoch }),
+            )
+            .await
+            .unwrap();
+            assert_eq!(code, 200, "{id}: {hb}");
+            assert_eq!(hb["action"], "continue");
+        }
+        let (code, done) = post(
+            &http,
+            format!("{url}/v1/leases/{id}/complete"),
+            json!({"epoch": epoch, "outcome": "succeeded"}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(code, 200, "{id}: {done}");
+        assert_eq!(done["state"], "succeeded");
+    }
+    // What is left runs once each: no job is handed out twice, and no finished job again.
+    let mut seen = BTreeSet::new();
+    loop {
+        let body = json!({"worker": "w2", "capacity": {"cpu": 1000}, "max_jobs": 1000});
+        let (code, r) = post(&http, format!("{url}/v1/leases"), body).await.unwrap();
+        assert_eq!(code, 200, "{r}");
+        let leases = r["leases"].as_array().unwrap();
+        if leases.is_empty() {
+            break;
+        }
+        for l in leases {
+            let id = l["job_id"].as_str().unwrap().to_string();
+            assert!(
+                !acks.completed.contains(&id),
+                "{id} ran again after it succeeded"
+            );
+            assert!(!acks.leased.contains_key(&id), "{id} was handed out twice");
+            assert!(seen.insert(id.clone()), "{id} leased twice");
+            let (code, _) = post(
+                &http,
+                format!("{url}/v1/leases/{id}/complete"),
+                json!({"epoch": l["epoch"], "outcome": "succeeded"}),
+            )
+            .await
+            .unwrap();
+            assert_eq!(code, 200);
+        }
+    }
+    let (code, _) = get(&http, format!("{url}/readyz")).await.unwrap();
+    assert_eq!(code, 200);
+    let (exit, _) = served.terminate();
+    assert!(exit.success(), "{exit:?}");
+}
