@@ -16,11 +16,15 @@
 //!    idle tenants that each submitted one job, saw it finish, and now exist with empty queues.
 //!    The engine indexes only tenants with queued work, so the two should cost the same.
 //!
+//! 3. `job_ids_fair/{random,sequential}`: the target configuration (10^6 queued, 10^4 tenants)
+//!    with random job ids (the default everywhere else) and with sequential ones (`1`, `2`, ...).
+//!
 //! Run with `cargo bench -p fairway-core --bench decision`. The largest configurations fill
 //! 10^6 jobs (a few seconds each) and use criterion's minimum of 10 samples. Without `--bench`
 //! (as under `cargo test --benches`) criterion runs each benchmark once; then only queues up to
 //! 10^4 jobs are built, as a smoke test.
 
+use std::collections::HashMap;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -40,13 +44,42 @@ struct Rig {
     engine: Engine,
     now: Time,
     tenant_names: Vec<String>,
+    /// Tenant number by name, to find whom a lease's job belonged to.
+    tenant_index: HashMap<String, usize>,
     next_job: u64,
+    job_ids: JobIds,
+}
+
+/// How job ids are formed. Producers choose ids, and the engine keys its job tables by them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum JobIds {
+    /// 16 hex digits, a bijective mix of a counter: spread like random UUIDs.
+    Random,
+    /// The counter in decimal (`1`, `2`, ...), as many producers number their jobs.
+    Sequential,
+}
+
+impl JobIds {
+    fn name(self) -> &'static str {
+        match self {
+            JobIds::Random => "random",
+            JobIds::Sequential => "sequential",
+        }
+    }
+}
+
+/// SplitMix64's finalizer: a bijection on u64 that spreads a counter over all bits.
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }
 
 impl Rig {
     /// An engine running `policy` with one polling worker of capacity cpu = 1, room for
     /// `max_jobs` live jobs, and no job yet.
-    fn new(policy: &str, max_jobs: usize) -> Rig {
+    fn new(policy: &str, max_jobs: usize, job_ids: JobIds) -> Rig {
         let policy = Policy::from_text(&format!("[policy]\nname = \"{policy}\"\n"))
             .unwrap_or_else(|e| panic!("policy {policy}: {e:?}"));
         let config = EngineConfig {
@@ -68,13 +101,15 @@ impl Rig {
             engine,
             now: Time::ZERO,
             tenant_names: Vec::new(),
+            tenant_index: HashMap::new(),
             next_job: 0,
+            job_ids,
         }
     }
 
     /// A rig with `queued` jobs spread round-robin over `tenants` tenants.
-    fn filled(policy: &str, queued: usize, tenants: usize) -> Rig {
-        let mut rig = Rig::new(policy, queued + 1_024);
+    fn filled(policy: &str, queued: usize, tenants: usize, job_ids: JobIds) -> Rig {
+        let mut rig = Rig::new(policy, queued + 1_024, job_ids);
         rig.add_tenants("tenant", tenants);
         for k in 0..queued {
             rig.submit(k % tenants);
@@ -85,20 +120,24 @@ impl Rig {
     /// Names `count` more tenants `{prefix}-{i}`; they exist in the engine once they submit.
     fn add_tenants(&mut self, prefix: &str, count: usize) -> std::ops::Range<usize> {
         let first = self.tenant_names.len();
-        self.tenant_names
-            .extend((0..count).map(|i| format!("{prefix}-{i}")));
+        for i in 0..count {
+            let name = format!("{prefix}-{i}");
+            self.tenant_index.insert(name.clone(), first + i);
+            self.tenant_names.push(name);
+        }
         first..self.tenant_names.len()
     }
 
-    /// Submits one job for tenant number `tenant`; its id carries the tenant number.
+    /// Submits one job for tenant number `tenant`.
     fn submit(&mut self, tenant: usize) {
         self.next_job += 1;
+        let id = match self.job_ids {
+            JobIds::Random => format!("{:016x}", mix(self.next_job)),
+            JobIds::Sequential => self.next_job.to_string(),
+        };
         let spec = JobSpec {
             estimate: Some(ESTIMATE),
-            ..JobSpec::new(
-                format!("{tenant}.{}", self.next_job),
-                &self.tenant_names[tenant],
-            )
+            ..JobSpec::new(id, &self.tenant_names[tenant])
         };
         let admission = self.engine.submit(self.now, spec);
         assert!(
@@ -128,8 +167,12 @@ impl Rig {
 
     /// Submits a job for the tenant whose job `lease` ran, keeping the backlog's shape.
     fn replace(&mut self, lease: &Lease) {
-        let tenant = lease.job.split_once('.').expect("id is tenant.seq").0;
-        self.submit(tenant.parse().expect("tenant number"));
+        let status = self
+            .engine
+            .status(&lease.job)
+            .expect("finished jobs are remembered");
+        let tenant = self.tenant_index[&status.tenant];
+        self.submit(tenant);
     }
 
     /// Times `iters` decisions, replacing each dispatched job outside the timed region.
@@ -167,7 +210,9 @@ fn decision(c: &mut Criterion) {
                 // outside `iter_custom`, so that the fill is not counted as warm-up.
                 let mut rig: Option<Rig> = None;
                 group.bench_function(id, |b| {
-                    let rig = rig.get_or_insert_with(|| Rig::filled(policy, queued, tenants));
+                    let rig = rig.get_or_insert_with(|| {
+                        Rig::filled(policy, queued, tenants, JobIds::Random)
+                    });
                     b.iter_custom(|iters| rig.time_decisions(iters));
                 });
             }
@@ -195,7 +240,7 @@ fn idle_tenants(c: &mut Criterion) {
             let mut rig: Option<Rig> = None;
             group.bench_function(BenchmarkId::from_parameter(idle), |b| {
                 let rig = rig.get_or_insert_with(|| {
-                    let mut rig = Rig::new(policy, ACTIVE_QUEUED + idle + 1_024);
+                    let mut rig = Rig::new(policy, ACTIVE_QUEUED + idle + 1_024, JobIds::Random);
                     // Each idle tenant submits one job and sees it run to completion.
                     for t in rig.add_tenants("idle", idle) {
                         rig.submit(t);
@@ -214,5 +259,28 @@ fn idle_tenants(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, decision, idle_tenants);
+/// Job ids as producers often write them (`1`, `2`, ...) against random ones, at the target
+/// configuration of 10^6 queued jobs and 10^4 tenants under `fair`. The engine keys its job
+/// tables by id, so how well their hash spreads such ids is part of every decision.
+fn job_ids(c: &mut Criterion) {
+    let (queued, tenants) = if measuring() {
+        (1_000_000, 10_000)
+    } else {
+        (10_000, 100)
+    };
+    let mut group = c.benchmark_group("job_ids_fair");
+    group.sample_size(10);
+    group.warm_up_time(Duration::from_millis(500));
+    group.measurement_time(Duration::from_secs(2));
+    for ids in [JobIds::Random, JobIds::Sequential] {
+        let mut rig: Option<Rig> = None;
+        group.bench_function(BenchmarkId::from_parameter(ids.name()), |b| {
+            let rig = rig.get_or_insert_with(|| Rig::filled("fair", queued, tenants, ids));
+            b.iter_custom(|iters| rig.time_decisions(iters));
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, decision, idle_tenants, job_ids);
 criterion_main!(benches);

@@ -6,6 +6,7 @@
 //! `status`, `cancel`, `policy`, `worker`) add 3 rejected retryably, 4 rejected for good,
 //! 5 not found (see `client_cmds`).
 
+mod bench;
 mod client_cmds;
 mod policy;
 mod serve;
@@ -39,6 +40,8 @@ enum Command {
     Policy(policy::PolicyArgs),
     /// Run jobs from a server through a command: lease, run, heartbeat, complete.
     Worker(worker::WorkerArgs),
+    /// Measure the engine: cost per dispatch decision, memory per queued job.
+    Bench(bench::BenchArgs),
 }
 
 fn main() -> ExitCode {
@@ -58,5 +61,6 @@ fn main() -> ExitCode {
         Command::Cancel(args) => client_cmds::cancel(args),
         Command::Policy(args) => policy::run(args),
         Command::Worker(args) => worker::run(args),
+        Command::Bench(args) => bench::run(args),
     }
 }
