@@ -572,6 +572,26 @@ mod tests {
         assert!(!format!("{client:?}").contains("s3cret"));
     }
 
+    #[tokio::test]
+    async fn submit_with_retry_gives_up_after_its_tries_with_the_transport_error() {
+        // A port nobody listens on: every try is refused at once.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .unwrap()
+            .port();
+        let client = Client::new(format!("http://127.0.0.1:{port}")).unwrap();
+        let retry = RetryPolicy {
+            max_attempts: 3,
+            initial_backoff: Duration::from_millis(40),
+            max_backoff: Duration::from_secs(1),
+        };
+        let started = std::time::Instant::now();
+        let result = client.submit_with_retry(JobSpec::new("acme"), &retry).await;
+        assert!(matches!(result, Err(Error::Transport(_))), "{result:?}");
+        // Three tries, so two waits: 40 ms then 80 ms.
+        assert!(started.elapsed() >= Duration::from_millis(120));
+    }
+
     #[test]
     fn retry_waits_double_up_to_the_cap_and_honour_retry_after() {
         let retry = RetryPolicy {

@@ -1,0 +1,761 @@
+//! The client commands and the SDK end to end against the real server: `fairway serve` runs
+//! as a child process on a loopback port it picks (`--listen 127.0.0.1:0`) with its data in a
+//! fresh directory, and the tests drive it with `fairway submit|status|cancel|policy|worker`
+//! as a user would (and with the SDK's worker loop), checking JSON out, files the jobs wrote,
+//! and exit codes. No mocks: what passes here is what a newcomer sees after the README's
+//! quick start.
+
+use fairway_client::{Client, JobOutcome, JobSpec, JobState, StopReason, Worker, WorkerConfig};
+use serde_json::{Value, json};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+/// Lease length of the test servers: short, so heartbeats (a third of it) come quickly and a
+/// cancel reaches a running job within a second.
+const LEASE_MS: u64 = 1500;
+
+/// The policy the test servers run: the built-in one, with the lease above and retries
+/// after 50 ms instead of 1 s.
+const TEST_POLICY: &str = r#"[policy]
+name = "fair"
+lease = "1500ms"
+
+[[pool]]
+name = "default"
+
+[[class]]
+name = "default"
+backoff = "50ms"
+backoff_max = "100ms"
+"#;
+
+/// How long any wait for a state may take before the test fails.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+fn fairway() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_fairway"));
+    // The tests say where the server is; the environment of whoever runs them must not.
+    command
+        .env_remove("FAIRWAY_SERVER")
+        .env_remove("FAIRWAY_TOKEN");
+    command
+}
+
+/// A fresh directory for one test.
+fn temp_dir(name: &str) -> PathBuf {
+    let dir =
+        std::env::temp_dir().join(format!("fairway-cli-client-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create the test directory");
+    dir
+}
+
+/// A loopback port nobody listens on right now (for the absent-server case).
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("bind a free port")
+        .port()
+}
+
+/// `fairway serve` on a port of its own, killed when dropped.
+struct Server {
+    child: Child,
+    url: String,
+    dir: PathBuf,
+}
+
+impl Server {
+    fn start(name: &str) -> Server {
+        let dir = temp_dir(name);
+        let policy = dir.join("policy.toml");
+        std::fs::write(&policy, TEST_POLICY).expect("write the policy");
+        let log = std::fs::File::create(dir.join("server.log")).expect("create the server log");
+        // Port 0: the server binds whatever port is free and says which, so parallel tests
+        // cannot race for one.
+        let child = fairway()
+            .args(["serve", "--data"])
+            .arg(dir.join("data"))
+            .args(["--listen", "127.0.0.1:0", "--policy"])
+            .arg(&policy)
+            .args(["--lease-ms", &LEASE_MS.to_string()])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("clone the log handle"))
+            .stderr(log)
+            .spawn()
+            .expect("start fairway serve");
+        let mut server = Server {
+            child,
+            url: String::new(),
+            dir,
+        };
+        server.wait_ready();
+        server
+    }
+
+    /// Waits for the server to say where it listens, then for `/readyz`.
+    fn wait_ready(&mut self) {
+        let deadline = Instant::now() + PATIENCE;
+        while self.url.is_empty() {
+            let log = self.log();
+            if let Some(rest) = log.split("listening on ").nth(1) {
+                let url = rest.split_whitespace().next().unwrap_or_default();
+                assert!(
+                    url.starts_with("http://"),
+                    "a URL after `listening on`:\n{log}"
+                );
+                self.url = url.to_string();
+                break;
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("fairway serve exited ({status}) before it listened:\n{log}");
+            }
+            assert!(
+                Instant::now() < deadline,
+                "fairway serve never listened:\n{log}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let client = self.client();
+        loop {
+            if runtime().block_on(client.ready()).is_ok() {
+                return;
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!(
+                    "fairway serve exited ({status}) before it was ready:\n{}",
+                    self.log()
+                );
+            }
+            assert!(
+                Instant::now() < deadline,
+                "fairway serve not ready in time:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
+    }
+
+    fn client(&self) -> Client {
+        Client::new(&self.url).expect("a client of the test server")
+    }
+
+    /// `fairway ARGS --server URL`.
+    fn run(&self, args: &[&str]) -> Output {
+        fairway()
+            .args(args)
+            .args(["--server", &self.url])
+            .output()
+            .expect("run fairway")
+    }
+
+    /// A job's state, through `fairway status`.
+    fn status(&self, job: &str) -> Value {
+        json_of(&self.run(&["status", job]))
+    }
+
+    /// Polls `fairway status JOB` until its state is `state`; returns the last status.
+    fn wait_for_state(&self, job: &str, state: &str) -> Value {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let status = self.status(job);
+            if status["state"] == state {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "job {job} never reached {state}; last status {status}\nserver log:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// `fairway worker` in the background, its stderr kept in the test directory.
+    fn worker(&self, name: &str, exec: &str, extra: &[&str]) -> WorkerProcess {
+        let log = self.dir.join(format!("{name}.log"));
+        let child = fairway()
+            .args(["worker", "--server", &self.url, "--pool", "default"])
+            .args(["--capacity", "cpu=4", "--name", name, "--wait-ms", "500"])
+            .args(["--exec", exec])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("create the worker log"))
+            .spawn()
+            .expect("start fairway worker");
+        WorkerProcess { child, log }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        // A failed test keeps its directory (server and worker logs) for a look.
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// A `fairway worker` child, killed when dropped unless stopped first.
+struct WorkerProcess {
+    child: Child,
+    log: PathBuf,
+}
+
+impl WorkerProcess {
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Sends SIGTERM and returns the exit code once the worker has shut down.
+    fn terminate(mut self) -> i32 {
+        let pid = i32::try_from(self.child.id()).expect("a pid fits an i32");
+        // SAFETY: kill(2) on our own child's pid; it touches no memory.
+        assert_eq!(
+            unsafe { libc::kill(pid, libc::SIGTERM) },
+            0,
+            "signal the worker"
+        );
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait for the worker") {
+                return status.code().unwrap_or(-1);
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the worker did not stop on SIGTERM:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for WorkerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime")
+}
+
+fn json_of(out: &Output) -> Value {
+    assert!(
+        out.status.success(),
+        "fairway failed ({}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("one JSON document on stdout")
+}
+
+fn code(out: &Output) -> i32 {
+    out.status.code().expect("exited, not killed")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Waits until `path` exists.
+fn wait_for_file(path: &Path, what: &str) {
+    let deadline = Instant::now() + PATIENCE;
+    while !path.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "{what}: {} never appeared",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The producer's path: submit (idempotent by id), status, then a worker runs the command
+/// with the payload on stdin and the job in its environment, and the jobs succeed.
+#[test]
+fn submitted_jobs_run_through_the_worker_command_with_their_payloads() {
+    let server = Server::start("deliver");
+    let out_dir = server.dir.join("out");
+    std::fs::create_dir_all(&out_dir).unwrap();
+
+    let first = json_of(&server.run(&[
+        "submit",
+        "--id",
+        "job-json",
+        "--tenant",
+        "acme",
+        "--demand",
+        "cpu=1",
+        r#"{"n": 1}"#,
+    ]));
+    assert_eq!(
+        first,
+        json!({"outcome": "accepted", "job_id": "job-json", "duplicate": false})
+    );
+    let again = json_of(&server.run(&[
+        "submit",
+        "--id",
+        "job-json",
+        "--tenant",
+        "acme",
+        "--demand",
+        "cpu=1",
+        r#"{"n": 1}"#,
+    ]));
+    assert_eq!(
+        again,
+        json!({"outcome": "accepted", "job_id": "job-json", "duplicate": true}),
+        "the same id again returns the first outcome and creates nothing"
+    );
+    // A payload that is not JSON travels as a JSON string and reaches the command raw; one
+    // from stdin (`-`) arrives the same way.
+    json_of(&server.run(&[
+        "submit",
+        "--id",
+        "job-text",
+        "--tenant",
+        "acme",
+        "plain text",
+    ]));
+    let mut piped = fairway()
+        .args([
+            "submit",
+            "--id",
+            "job-stdin",
+            "--tenant",
+            "acme",
+            "--server",
+            &server.url,
+            "-",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut piped.stdin.take().unwrap(), b"[1, 2, 3]").unwrap();
+    let piped = piped.wait_with_output().unwrap();
+    assert_eq!(json_of(&piped)["job_id"], "job-stdin");
+
+    let status = server.status("job-json");
+    assert_eq!(status["state"], "queued");
+    assert_eq!(status["tenant"], "acme");
+    assert_eq!(status["class"], "default");
+
+    let exec = format!(
+        r#"cat > {out}/"$FAIRWAY_JOB_ID".payload; echo "$FAIRWAY_ATTEMPT $FAIRWAY_EPOCH $FAIRWAY_TENANT $FAIRWAY_CLASS" > {out}/"$FAIRWAY_JOB_ID".env"#,
+        out = out_dir.display()
+    );
+    let worker = server.worker("w-deliver", &exec, &["--max-jobs", "2"]);
+    let mut epochs = Vec::new();
+    for job in ["job-json", "job-text", "job-stdin"] {
+        let done = server.wait_for_state(job, "succeeded");
+        assert_eq!(done["attempt"], 1, "{job}: one attempt");
+        epochs.push(done["epoch"].as_u64().expect("an epoch"));
+    }
+    let read = |name: &str| std::fs::read_to_string(out_dir.join(name)).unwrap();
+    assert_eq!(
+        read("job-json.payload"),
+        r#"{"n":1}"#,
+        "other JSON arrives as its text"
+    );
+    assert_eq!(
+        read("job-text.payload"),
+        "plain text",
+        "a JSON string arrives raw"
+    );
+    assert_eq!(read("job-stdin.payload"), "[1,2,3]");
+    assert_eq!(
+        read("job-json.env"),
+        format!("1 {} acme default\n", epochs[0])
+    );
+    assert_eq!(worker.terminate(), 0, "SIGTERM stops the worker cleanly");
+}
+
+/// A command that exits non-zero fails its attempt retryably; after `--max-attempts` the
+/// job has failed for good.
+#[test]
+fn a_failing_command_fails_the_job_after_its_attempts() {
+    let server = Server::start("failing");
+    json_of(&server.run(&[
+        "submit",
+        "--id",
+        "doomed",
+        "--tenant",
+        "acme",
+        "--max-attempts",
+        "2",
+        "x",
+    ]));
+    let worker = server.worker("w-failing", "exit 3", &[]);
+    let failed = server.wait_for_state("doomed", "failed");
+    assert_eq!(failed["attempt"], 2, "both attempts ran: {failed}");
+    let log = worker.log();
+    assert!(
+        log.contains("failed (exit status: 3)"),
+        "the worker says why:\n{log}"
+    );
+    assert_eq!(worker.terminate(), 0);
+}
+
+/// `fairway cancel` on a queued job ends it at once; on a running one it reaches the command
+/// as SIGTERM through the next heartbeat. Unknown jobs exit 5.
+#[test]
+fn cancel_ends_queued_jobs_and_stops_running_commands() {
+    let server = Server::start("cancel");
+    let out = server.run(&["status", "no-such-job"]);
+    assert_eq!(code(&out), 5, "status of an unknown job: {}", stderr(&out));
+    assert_eq!(code(&server.run(&["cancel", "no-such-job"])), 5);
+
+    json_of(&server.run(&["submit", "--id", "queued", "--tenant", "acme"]));
+    let canceled = json_of(&server.run(&["cancel", "queued"]));
+    assert_eq!(canceled, json!({"job_id": "queued", "state": "canceled"}));
+    assert_eq!(server.status("queued")["state"], "canceled");
+
+    let started = server.dir.join("started");
+    let termed = server.dir.join("termed");
+    // `sleep & wait` lets the shell run its TERM trap at once.
+    let exec = format!(
+        "trap 'echo term > {termed}; exit 143' TERM; echo go > {started}; sleep 60 & wait",
+        termed = termed.display(),
+        started = started.display()
+    );
+    json_of(&server.run(&["submit", "--id", "long", "--tenant", "acme"]));
+    let worker = server.worker("w-cancel", &exec, &["--grace-ms", "5000"]);
+    wait_for_file(&started, "the long job's command started");
+    assert_eq!(server.status("long")["state"], "running");
+    let out = server.run(&["cancel", "long"]);
+    assert_eq!(code(&out), 0, "cancel a running job: {}", stderr(&out));
+    server.wait_for_state("long", "canceled");
+    wait_for_file(&termed, "the command got SIGTERM");
+    assert!(
+        worker.log().contains("stopping (Cancel)"),
+        "{}",
+        worker.log()
+    );
+    assert_eq!(worker.terminate(), 0);
+}
+
+/// `fairway policy check` needs no server: 0 for a valid file, 1 with every error located
+/// as FILE:LINE: key `k`: message, 2 for a file that cannot be read.
+#[test]
+fn policy_check_accepts_a_good_file_and_locates_the_errors_of_a_bad_one() {
+    let dir = temp_dir("policy-check");
+    let good = dir.join("good.toml");
+    std::fs::write(&good, TEST_POLICY).unwrap();
+    let out = fairway()
+        .args(["policy", "check"])
+        .arg(&good)
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("valid"));
+
+    let bad = dir.join("bad.toml");
+    std::fs::write(
+        &bad,
+        "# two mistakes\n[policy]\nname = \"fair\"\n\n[[pool]]\nname = \"default\"\n\n\
+         [[tenant]]\nname = \"acme\"\nweight = -1\n\n[[class]]\nname = \"default\"\nreserve = 2\n",
+    )
+    .unwrap();
+    let out = fairway()
+        .args(["policy", "check"])
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 1);
+    let errors = stderr(&out);
+    let file = bad.display();
+    assert!(
+        errors.contains(&format!("{file}:10: key `weight`: ")),
+        "{errors}"
+    );
+    assert!(
+        errors.contains(&format!("{file}:14: key `reserve`: ")),
+        "{errors}"
+    );
+
+    let unknown_key = dir.join("typo.toml");
+    std::fs::write(
+        &unknown_key,
+        "[policy]\nname = \"fair\"\nbakfill = \"easy\"\n",
+    )
+    .unwrap();
+    let out = fairway()
+        .args(["policy", "check"])
+        .arg(&unknown_key)
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 1);
+    assert!(
+        stderr(&out).contains(&format!("{}:3: key `bakfill`: ", unknown_key.display())),
+        "{}",
+        stderr(&out)
+    );
+
+    let out = fairway()
+        .args(["policy", "check"])
+        .arg(dir.join("missing.toml"))
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 2);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The documented exit codes of `submit` and `policy put`, and the policy round trip.
+#[test]
+fn exit_codes_for_refusals_bad_input_and_an_absent_server() {
+    let server = Server::start("codes");
+    let out = server.run(&["submit", "--tenant", "acme", "--class", "no-such-class"]);
+    assert_eq!(
+        code(&out),
+        4,
+        "an unknown class is refused for good: {}",
+        stderr(&out)
+    );
+    let refusal: Value = serde_json::from_slice(&out.stdout).expect("the refusal as JSON");
+    assert_eq!(refusal["outcome"], "rejected_final");
+
+    let out = server.run(&["submit", "--tenant", "acme", "--demand", "cpu=lots"]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(stderr(&out).contains("lots"), "the message names the input");
+
+    let nobody = format!("http://127.0.0.1:{}", free_port());
+    let out = fairway()
+        .args(["submit", "--tenant", "acme", "--server", &nobody])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 1, "no server: a runtime failure");
+
+    let got = server.run(&["policy", "get"]);
+    assert_eq!(code(&got), 0, "{}", stderr(&got));
+    assert!(String::from_utf8_lossy(&got.stdout).contains("[[pool]]"));
+    let bad = server.dir.join("bad.toml");
+    std::fs::write(
+        &bad,
+        "[policy]\nname = \"fair\"\n\n[[tenant]]\nname = \"a\"\nweight = 0\n",
+    )
+    .unwrap();
+    let out = server.run(&["policy", "put", bad.to_str().unwrap()]);
+    assert_eq!(
+        code(&out),
+        2,
+        "a refused policy is bad input: {}",
+        stderr(&out)
+    );
+    assert!(
+        stderr(&out).contains(&format!("{}:6: key `weight`", bad.display())),
+        "{}",
+        stderr(&out)
+    );
+    let good = server.dir.join("good.toml");
+    std::fs::write(
+        &good,
+        TEST_POLICY.replace("backoff = \"50ms\"", "backoff = \"60ms\""),
+    )
+    .unwrap();
+    let before = json_of(&server.run(&["policy", "get", "--json"]))["version"]
+        .as_u64()
+        .unwrap();
+    let put = json_of(&server.run(&["policy", "put", good.to_str().unwrap()]));
+    assert!(
+        put["version"].as_u64().unwrap() > before,
+        "a new version: {put}"
+    );
+}
+
+/// The SDK's worker loop turns a cancel into the handler's stop signal, and the attempt is
+/// reported as stopped: the job ends canceled.
+#[test]
+fn the_sdk_worker_loop_surfaces_a_cancel_as_the_stop_signal() {
+    let server = Server::start("sdk-cancel");
+    let client = server.client();
+    runtime().block_on(async move {
+        let submitted = client
+            .submit(JobSpec::new("acme").payload(json!({"work": "forever"})))
+            .await
+            .expect("submit");
+        let job_id = submitted.job_id().to_string();
+        let (started_tx, mut started_rx) = tokio::sync::mpsc::channel(1);
+        let (stopped_tx, mut stopped_rx) = tokio::sync::mpsc::channel(1);
+        let config = WorkerConfig {
+            worker: "sdk-worker".into(),
+            pool: Some("default".into()),
+            capacity: [("cpu".to_string(), 2.0)].into(),
+            max_jobs: 2,
+            wait_ms: 500,
+            ..WorkerConfig::default()
+        };
+        let worker = Worker::new(client.clone(), config);
+        let shutdown = worker.shutdown_handle();
+        let running = tokio::spawn(worker.run(move |job| {
+            let started_tx = started_tx.clone();
+            let stopped_tx = stopped_tx.clone();
+            async move {
+                let _ = started_tx
+                    .send((job.job_id.clone(), job.payload.clone()))
+                    .await;
+                let reason = job.stop.stopped().await;
+                let _ = stopped_tx.send(reason).await;
+                JobOutcome::Stopped { progress_ms: None }
+            }
+        }));
+
+        let (leased, payload) = tokio::time::timeout(PATIENCE, started_rx.recv())
+            .await
+            .expect("the job starts")
+            .unwrap();
+        assert_eq!(leased, job_id);
+        assert_eq!(payload, json!({"work": "forever"}));
+        assert_eq!(
+            client.status(&job_id).await.unwrap().state,
+            JobState::Running
+        );
+
+        client.cancel(&job_id).await.expect("cancel");
+        let reason = tokio::time::timeout(PATIENCE, stopped_rx.recv())
+            .await
+            .expect("the handler sees the stop within the patience")
+            .unwrap();
+        assert_eq!(reason, StopReason::Cancel);
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let state = client.status(&job_id).await.unwrap().state;
+            if state == JobState::Canceled {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the job never ended canceled: {state:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        shutdown.drain();
+        tokio::time::timeout(PATIENCE, running)
+            .await
+            .expect("the worker drains")
+            .unwrap()
+            .expect("the worker loop ends cleanly");
+    });
+}
+
+/// A batch submission returns one result per job, in order, each as a single submission
+/// would have returned it; ids are generated for jobs without one.
+#[test]
+fn the_sdk_batch_submit_answers_each_job_in_order() {
+    let server = Server::start("sdk-batch");
+    let client = server.client();
+    runtime().block_on(async move {
+        let results = client
+            .submit_batch(vec![
+                JobSpec::new("acme").id("b1"),
+                JobSpec::new("acme").class("no-such-class"),
+                JobSpec::new("acme"),
+            ])
+            .await
+            .expect("the batch request");
+        assert_eq!(results.len(), 3);
+        assert_eq!(results[0].as_ref().unwrap().job_id(), "b1");
+        assert!(matches!(
+            &results[1],
+            Err(fairway_client::Error::Rejected {
+                retryable: false,
+                ..
+            })
+        ));
+        let generated = results[2].as_ref().unwrap().job_id().to_string();
+        assert_eq!(
+            client.status(&generated).await.unwrap().state,
+            JobState::Queued
+        );
+        // Resubmitting b1 creates nothing.
+        let again = client.submit(JobSpec::new("acme").id("b1")).await.unwrap();
+        assert!(again.duplicate());
+    });
+}
+
+/// An attempt whose lease ran out is no longer the worker's: when its heartbeat is refused
+/// (stale epoch), the handler sees `Lost`, and nothing it reports changes the job.
+#[test]
+fn the_sdk_worker_loop_stops_an_attempt_whose_lease_was_lost() {
+    let server = Server::start("sdk-lost");
+    let client = server.client();
+    runtime().block_on(async move {
+        let job_id = client
+            .submit(JobSpec::new("acme").id("lost"))
+            .await
+            .expect("submit")
+            .job_id()
+            .to_string();
+        let (stopped_tx, mut stopped_rx) = tokio::sync::mpsc::channel(1);
+        let attempts = Arc::new(AtomicU32::new(0));
+        let config = WorkerConfig {
+            worker: "slow-heart".into(),
+            pool: Some("default".into()),
+            capacity: [("cpu".to_string(), 1.0)].into(),
+            max_jobs: 1,
+            wait_ms: 500,
+            // Heartbeats twice as far apart as the lease is long: the lease expires first.
+            heartbeat_interval: Some(Duration::from_millis(2 * LEASE_MS)),
+            ..WorkerConfig::default()
+        };
+        let worker = Worker::new(client.clone(), config);
+        let shutdown = worker.shutdown_handle();
+        // The handler holds its slot until the test has shut the worker down, so that the
+        // worker cannot lease the job's next attempt.
+        let release = Arc::new(tokio::sync::Notify::new());
+        let seen = attempts.clone();
+        let hold = release.clone();
+        let running = tokio::spawn(worker.run(move |job| {
+            let stopped_tx = stopped_tx.clone();
+            let hold = hold.clone();
+            seen.fetch_add(1, Ordering::SeqCst);
+            async move {
+                let reason = job.stop.stopped().await;
+                let _ = stopped_tx.send((job.epoch, reason)).await;
+                hold.notified().await;
+                // Claims success; the loop must not report it for an attempt it lost.
+                JobOutcome::Succeeded
+            }
+        }));
+        let (epoch, reason) = tokio::time::timeout(PATIENCE, stopped_rx.recv())
+            .await
+            .expect("the handler is stopped")
+            .unwrap();
+        assert_eq!(reason, StopReason::Lost);
+        shutdown.drain();
+        release.notify_one();
+        tokio::time::timeout(PATIENCE, running)
+            .await
+            .expect("the worker stops")
+            .unwrap()
+            .expect("the worker loop ends cleanly");
+        // The expired attempt was reclaimed: the job waits for its next attempt, and the
+        // handler's claimed success was not reported.
+        let status = client.status(&job_id).await.unwrap();
+        assert!(
+            matches!(status.state, JobState::Queued | JobState::Deferred),
+            "the lost attempt's outcome is not reported: {status:?}"
+        );
+        assert_eq!(status.epoch, epoch, "no other attempt started: {status:?}");
+        assert_eq!(attempts.load(Ordering::SeqCst), 1);
+    });
+}
