@@ -657,3 +657,22 @@ async fn cancel_queued_and_running_jobs() {
         .await;
     assert_eq!(done["state"], "canceled");
 }
+
+/// The OpenAPI document is pinned in `crates/fairway-server/openapi.json`, so that a change to
+/// the API shows in review. After a deliberate change, regenerate it with
+/// `UPDATE_OPENAPI=1 cargo test -p fairway-server --test api openapi_document_is_pinned`.
+#[test]
+fn openapi_document_is_pinned() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("openapi.json");
+    let current = fairway_server::http::openapi().to_pretty_json().unwrap() + "\n";
+    if std::env::var_os("UPDATE_OPENAPI").is_some() {
+        std::fs::write(&path, &current).unwrap();
+        return;
+    }
+    let pinned = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        pinned == current,
+        "the API changed: review the difference and regenerate {} (see this test's comment)",
+        path.display()
+    );
+}

@@ -89,22 +89,42 @@ async fn submit_throughput() {
             .post("/v1/leases/complete", json!({ "completions": completions }))
             .await;
     }
-    let r = rate(&server, 4, |s, n| async move {
-        let jobs: Vec<Value> = (0..100)
-            .map(|i| json!({"id": format!("life-{n}-{i}"), "tenant": "acme"}))
-            .collect();
-        s.post("/v1/jobs/batch", json!({ "jobs": jobs })).await;
-        let leases = s.lease(&format!("w{n}"), 100, 0).await;
-        let completions: Vec<Value> = leases
-            .iter()
-            .map(|l| json!({"job_id": l["job_id"], "epoch": l["epoch"], "outcome": "succeeded"}))
-            .collect();
-        let (_, reply) = s
-            .post("/v1/leases/complete", json!({ "completions": completions }))
-            .await;
-        reply["results"].as_array().map(|r| r.len()).unwrap_or(0) as u64
+    let steps = Arc::new(std::sync::Mutex::new([Duration::ZERO; 3]));
+    let steps_in = steps.clone();
+    let r = rate(&server, 4, move |s, n| {
+        let steps = steps_in.clone();
+        async move {
+            let t0 = Instant::now();
+            let jobs: Vec<Value> = (0..100)
+                .map(|i| json!({"id": format!("life-{n}-{i}"), "tenant": "acme"}))
+                .collect();
+            s.post("/v1/jobs/batch", json!({ "jobs": jobs })).await;
+            let t1 = Instant::now();
+            let leases = s.lease(&format!("w{}", n % 4), 100, 0).await;
+            let t2 = Instant::now();
+            let completions: Vec<Value> = leases
+                .iter()
+                .map(
+                    |l| json!({"job_id": l["job_id"], "epoch": l["epoch"], "outcome": "succeeded"}),
+                )
+                .collect();
+            let (_, reply) = s
+                .post("/v1/leases/complete", json!({ "completions": completions }))
+                .await;
+            let t3 = Instant::now();
+            let mut st = steps.lock().unwrap();
+            st[0] += t1 - t0;
+            st[1] += t2 - t1;
+            st[2] += t3 - t2;
+            reply["results"].as_array().map(|r| r.len()).unwrap_or(0) as u64
+        }
     })
     .await;
+    let st = *steps.lock().unwrap();
+    println!(
+        "lifecycle time split: submit {:?}, lease {:?}, complete {:?}",
+        st[0], st[1], st[2]
+    );
     rows.push(("lifecycles in batches of 100, 4 clients".to_string(), r));
     let base = rows[0].1;
     println!("\n{:<44} {:>12} {:>10}", "workload", "jobs/s", "vs first");
