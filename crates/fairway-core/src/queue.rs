@@ -16,7 +16,7 @@ use crate::ids::JobIdx;
 use std::collections::BTreeSet;
 
 /// How a job is ordered inside its leaf queue, fixed when it enters the queue.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum OrderKey {
     /// A fixed key: `(tier, key)`, smaller first. Tier 0 holds jobs with deadlines (key: least
     /// slack), tier 1 the others (key: policy-specific, e.g. negated priority).

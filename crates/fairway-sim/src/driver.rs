@@ -54,8 +54,9 @@ struct Running {
     undelivered: bool,
 }
 
-/// A checker called after every simulated instant.
-pub type StepHook<'a> = dyn FnMut(&mut Engine, Time) + 'a;
+/// A checker called after every simulated instant, with every event so far when the run copies
+/// them.
+pub type StepHook<'a> = dyn FnMut(&mut Engine, Time, &[Event]) + 'a;
 
 /// Options of a run.
 #[derive(Default)]
@@ -66,11 +67,18 @@ pub struct RunOptions<'a> {
     pub progress: Option<&'a mut dyn FnMut(u64, u64)>,
     /// Called after every simulated instant with the engine (for checkers).
     pub on_step: Option<&'a mut StepHook<'a>>,
+    /// Keep a copy of every event the engine emits, in order, and pass it to `on_step` (for
+    /// recovery checks).
+    pub copy_events: bool,
 }
 
 /// Runs a scenario to completion (or its `until`) and returns its metrics.
 pub fn run(scenario: &Scenario, options: RunOptions<'_>) -> Metrics {
     let mut driver = Driver::new(scenario, options.events);
+    driver.copy_events = options.copy_events;
+    if !driver.copy_events {
+        driver.copied.clear();
+    }
     let mut progress = options.progress;
     let mut on_step = options.on_step;
     let mut last_report = 0u64;
@@ -89,7 +97,7 @@ pub fn run(scenario: &Scenario, options: RunOptions<'_>) -> Metrics {
         }
         driver.step(t);
         if let Some(check) = on_step.as_deref_mut() {
-            check(&mut driver.engine, t);
+            check(&mut driver.engine, t, &driver.copied);
         }
         if let Some(p) = progress.as_deref_mut() {
             let done = driver.metrics.closed_jobs();
@@ -119,6 +127,9 @@ struct Driver<'a> {
     /// (late, under a stale epoch) once the workers come back.
     zombies: HashMap<(usize, u64), Running>,
     open_jobs: u64,
+    /// Whether to keep a copy of every event, and the copies.
+    copy_events: bool,
+    copied: Vec<Event>,
     metrics: Metrics,
 }
 
@@ -144,6 +155,8 @@ impl<'a> Driver<'a> {
             running: HashMap::new(),
             zombies: HashMap::new(),
             open_jobs: 0,
+            copy_events: false,
+            copied: Vec::new(),
             metrics: Metrics::new(sc, events),
         };
         if driver.sc.heartbeat.is_some() {
@@ -159,7 +172,8 @@ impl<'a> Driver<'a> {
                 },
             );
         }
-        driver.engine.drain_events();
+        // The first events (the policy) are kept for a caller that copies the stream.
+        driver.copied = driver.engine.drain_events();
         for (p, pool) in sc.pools.iter().enumerate() {
             for i in 0..pool.workers {
                 let name = format!("{}-{i}", pool.name);
@@ -419,6 +433,9 @@ impl<'a> Driver<'a> {
     /// Reads the engine's events and acts on them; returns whether capacity was freed.
     fn absorb_events(&mut self) -> bool {
         let events = self.engine.drain_events();
+        if self.copy_events {
+            self.copied.extend(events.iter().cloned());
+        }
         let mut freed = false;
         for event in &events {
             match event {

@@ -20,4 +20,9 @@ example!(
     starvation => "starvation",
     multi_resource_drf => "multi-resource-drf",
     backfill => "backfill",
+    urgent_reserve => "urgent-reserve",
+    admission_burst => "admission-burst",
+    retry_storm => "retry-storm",
+    estimator_gaming => "estimator-gaming",
+    worker_loss => "worker-loss",
 );

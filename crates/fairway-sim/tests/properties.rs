@@ -97,7 +97,7 @@ fn scenarios() -> impl Strategy<Value = Gen> {
         })
 }
 
-fn run(text: &str, check: &mut dyn FnMut(&mut fairway_core::Engine, fairway_core::Time)) -> String {
+fn run(text: &str, check: &mut fairway_sim::driver::StepHook<'_>) -> String {
     let scenario = Scenario::from_text(text, None, &Overrides::default())
         .unwrap_or_else(|e| panic!("{e}\n{text}"));
     let metrics = fairway_sim::run(
@@ -120,7 +120,7 @@ proptest! {
     fn books_balance_and_runs_are_deterministic(g in scenarios()) {
         let text = scenario_text(&g, false);
         let mut failure: Option<String> = None;
-        let first = run(&text, &mut |engine, t| {
+        let first = run(&text, &mut |engine, t, _| {
             if failure.is_some() {
                 return;
             }
@@ -131,7 +131,7 @@ proptest! {
             }
         });
         prop_assert!(failure.is_none(), "{}\n{}", failure.unwrap_or_default(), text);
-        let second = run(&text, &mut |_, _| {});
+        let second = run(&text, &mut |_, _, _| {});
         prop_assert_eq!(first, second, "the same scenario gave two outputs");
     }
 
@@ -155,7 +155,7 @@ proptest! {
         let text = scenario_text(&g, true);
         let mut owed_since: std::collections::BTreeMap<String, fairway_core::Time> = Default::default();
         let mut failure: Option<String> = None;
-        run(&text, &mut |engine, t| {
+        run(&text, &mut |engine, t, _| {
             let owed = engine.tenants_owed_guarantee();
             owed_since.retain(|name, _| owed.contains(name));
             for name in owed {

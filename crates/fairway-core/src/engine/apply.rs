@@ -681,7 +681,9 @@ impl Engine {
 
     /// Measures how fast work of one class and shape drains.
     fn note_drain(&mut self, class: u16, shape: crate::ids::ShapeId, at: Time, cost: u128) {
-        let d = self.drain.entry((class, shape)).or_default();
+        let _ = class;
+        let key = self.shapes.get(shape).clone();
+        let d = self.drain.entry(key).or_default();
         let window = Dur::from_secs(10);
         if d.windows == 0 && d.window_cost == 0 {
             d.window_start = at;

@@ -21,6 +21,20 @@ impl Engine {
         let mut pool_used: BTreeMap<String, ResVec> = BTreeMap::new();
         let mut queued = 0u64;
         let mut live = 0usize;
+        // Every job in a queue, once (checking each job by scanning its sub-queue would be
+        // quadratic in the queue length).
+        let mut in_queues: std::collections::BTreeSet<(usize, usize, ShapeId)> = Default::default();
+        for (n, node) in self.nodes.iter().enumerate() {
+            if let Some(leaf) = &node.leaf {
+                for (&s, sub) in &leaf.subqueues {
+                    for j in sub.jobs() {
+                        if !in_queues.insert((j.ix(), n, s)) {
+                            return Err(format!("job slot {} queued twice", j.ix()));
+                        }
+                    }
+                }
+            }
+        }
         for (i, slot) in self.jobs.iter().enumerate() {
             let Some(job) = slot else { continue };
             live += 1;
@@ -30,15 +44,7 @@ impl Engine {
                     if job.attempt.is_some() {
                         return Err(format!("queued job {} holds an attempt", job.id));
                     }
-                    let leaf = self.nodes[job.leaf.ix()]
-                        .leaf
-                        .as_ref()
-                        .ok_or("queued job's leaf is not a leaf")?;
-                    let sub = leaf
-                        .subqueues
-                        .get(&job.shape)
-                        .ok_or_else(|| format!("job {} missing from its queue", job.id))?;
-                    if !sub.jobs().any(|j| j.ix() == i) {
+                    if !in_queues.remove(&(i, job.leaf.ix(), job.shape)) {
                         return Err(format!("job {} missing from its sub-queue", job.id));
                     }
                 }
@@ -100,6 +106,9 @@ impl Engine {
                 }
                 s => return Err(format!("live job {} in terminal state {s:?}", job.id)),
             }
+        }
+        if let Some((j, _, _)) = in_queues.first() {
+            return Err(format!("job slot {j} is in a queue but not queued"));
         }
         if live != self.live_jobs {
             return Err(format!("live jobs {} != counted {}", self.live_jobs, live));

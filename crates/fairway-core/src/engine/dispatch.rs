@@ -234,7 +234,9 @@ impl Engine {
                 break;
             }
         }
-        if self.policy.preemption {
+        // Reserves and guarantees are `fair`'s; only there can preempted capacity be sure to
+        // reach the work it was taken for (holds keep borrowers from taking it back).
+        if self.policy.preemption && self.policy.name == PolicyName::Fair {
             self.preempt_where_owed();
         }
         leases

@@ -17,6 +17,7 @@ mod audit;
 mod dispatch;
 mod explain;
 mod lease;
+mod snapshot;
 pub(crate) mod state;
 mod submit;
 mod tree;
@@ -74,7 +75,7 @@ pub(crate) struct Backlog {
 }
 
 /// Measured drain of one class and shape.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Drain {
     /// Cost completed in the current window.
     pub window_cost: u128,
@@ -120,7 +121,9 @@ pub struct Engine {
     pub(crate) drr_round: u128,
     pub(crate) drr_position: u64,
     pub(crate) backlog: FxHashMap<(u16, ShapeId), Backlog>,
-    pub(crate) drain: FxHashMap<(u16, ShapeId), Drain>,
+    /// Measured drain per shape, kept by the shape's description so that it outlives the
+    /// shape's id (ids are recycled when no job uses them).
+    pub(crate) drain: FxHashMap<crate::shape::ShapeKey, Drain>,
     pub(crate) events: Vec<Event>,
     pub(crate) decisions: VecDeque<DecisionRecord>,
     pub(crate) stats: EngineStats,
@@ -129,6 +132,8 @@ pub struct Engine {
     pub(crate) queued_jobs: u64,
     pub(crate) gang_shapes: u32,
     pub(crate) stop_notices: Vec<StopNotice>,
+    /// Set while a snapshot is being restored: queues refill without resetting balances.
+    pub(crate) restoring: bool,
 }
 
 /// A running attempt the engine asked to stop: its worker learns it from its next heartbeat,
@@ -189,6 +194,7 @@ impl Engine {
             queued_jobs: 0,
             gang_shapes: 0,
             stop_notices: Vec::new(),
+            restoring: false,
         };
         let source = policy.source.clone();
         engine.emit(Event::PolicyPublished {
@@ -202,8 +208,16 @@ impl Engine {
     /// An empty engine for replay: apply a `PolicyPublished` event first.
     pub fn for_replay(config: EngineConfig) -> Engine {
         let mut engine = Engine::new(Time::ZERO, Policy::built_in(), config);
+        // Start from nothing, as `new` does before its first policy, so that replaying the
+        // log creates classes, tenants and tree nodes in the live engine's order.
         engine.events.clear();
         engine.version = 0;
+        engine.classes.clear();
+        engine.class_by_name.clear();
+        engine.tenants.clear();
+        engine.tenant_by_name.clear();
+        engine.nodes.clear();
+        engine.now = Time::ZERO;
         engine
     }
 

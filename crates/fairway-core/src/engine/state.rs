@@ -73,7 +73,7 @@ pub(crate) struct Attempt {
 }
 
 /// The books of a tenant (also kept per class and per pool): cost in cost units.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Ledger {
     /// Cost charged for finished attempts (actual usage), all outcomes.
     pub charged: u128,
@@ -94,7 +94,7 @@ pub struct Ledger {
 }
 
 /// Learned estimates of one tenant in one class.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Estimator {
     /// EWMA of actual run time (ns).
     pub mean_ns: u64,
@@ -163,7 +163,7 @@ pub(crate) struct Pool {
 }
 
 /// DRR state of a queue.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Drr {
     pub round: u128,
     pub deficit: i128,
@@ -302,7 +302,7 @@ pub struct Candidate {
 }
 
 /// Counters of what the engine did.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct EngineStats {
     /// Leases granted.
     pub dispatches: u64,

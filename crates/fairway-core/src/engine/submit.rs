@@ -330,8 +330,10 @@ impl Engine {
         if queued == 0 {
             return Dur::ZERO;
         }
-        let measured = shape
-            .and_then(|s| self.drain.get(&(class, s)))
+        let _ = (shape, class);
+        let measured = self
+            .drain
+            .get(key)
             .filter(|d| d.windows > 0)
             .map(|d| d.rate);
         let capacity_rate = self.capacity_drain(key);

@@ -61,6 +61,23 @@ impl Engine {
         }
     }
 
+    /// The order key a restored job had, with its pending aging cap re-armed.
+    fn restored_order_key(&mut self, j: JobIdx) -> OrderKey {
+        let job = self.job(j);
+        let key = job.order;
+        if let OrderKey::Ramp(_) = key {
+            let class = &self.classes[job.class as usize].policy;
+            if let (Some(step), Some(cap)) = (class.aging_step, class.aging_cap) {
+                let cap_at = job
+                    .enqueued
+                    .0
+                    .saturating_add((cap as u64).saturating_mul(step.0));
+                self.caps.insert((Time(cap_at), j));
+            }
+        }
+        key
+    }
+
     /// Puts job `j` into its leaf queue.
     pub(crate) fn enqueue(&mut self, j: JobIdx) {
         self.enqueue_inner(j, false);
@@ -79,7 +96,11 @@ impl Engine {
             (job.tenant, job.class, job.shape, job.seq)
         };
         let leaf = self.leaf_for(tenant, class);
-        let key = self.order_key(j);
+        let key = if self.restoring {
+            self.restored_order_key(j)
+        } else {
+            self.order_key(j)
+        };
         {
             let job = self.job_mut(j);
             job.leaf = leaf;
@@ -96,7 +117,7 @@ impl Engine {
             .insert(key, seq, j);
         for n in self.ancestors(leaf) {
             self.nodes[n.ix()].queued += 1;
-            if self.nodes[n.ix()].queued == 1 && !trial {
+            if self.nodes[n.ix()].queued == 1 && !trial && !self.restoring {
                 self.activate(n);
             }
         }

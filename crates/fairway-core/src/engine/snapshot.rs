@@ -1,0 +1,755 @@
+//! Snapshots: the engine's durable state in one record, so that a restart does not replay all
+//! history. `restore(snapshot(e))` gives an engine whose durable state equals `e`'s (checked by
+//! `durable_view`), and whose balances and queue order are the same, so later decisions are
+//! the same for the same inputs. Ephemeral state (workers' capacity, placement groups, the
+//! index, decision records) is not in it: it is rebuilt as workers report.
+//!
+//! The record is versioned (`SnapshotRecord::V1`) and encoded with postcard; never reorder its
+//! fields.
+
+use super::state::{Attempt, Drr, Estimator, Finished, Job, Ledger, Node, NodeKind};
+use super::{Drain, Engine, EngineConfig, EngineStats};
+use crate::event::{Event, StopReason};
+use crate::ids::{JobIdx, NodeIdx, ShapeId, TenantIdx, WorkerIdx};
+use crate::job::JobState;
+use crate::policy::Policy;
+use crate::queue::OrderKey;
+use crate::resources::ResVec;
+use crate::time::{Dur, Time};
+use crate::weight::Weight;
+use serde::{Deserialize, Serialize};
+use std::fmt::Write;
+
+#[derive(Serialize, Deserialize)]
+enum SnapshotRecord {
+    V1(SnapshotV1),
+}
+
+#[derive(Serialize, Deserialize)]
+struct SnapshotV1 {
+    policy_version: u64,
+    policy_source: String,
+    now: Time,
+    seq: u64,
+    resources: Vec<String>,
+    classes: Vec<ClassSnap>,
+    tenants: Vec<TenantSnap>,
+    nodes: Vec<NodeSnap>,
+    workers: Vec<(String, String)>,
+    pools: Vec<(String, Ledger)>,
+    jobs: Vec<JobSnap>,
+    free_jobs: Vec<u32>,
+    job_slots: u32,
+    finished: Vec<FinishedSnap>,
+    gps_v: u128,
+    gps_at: Time,
+    gps_backlog: Vec<(u128, u32)>,
+    gps_last_finish: Vec<(u32, u128)>,
+    gps_weight_sum: u128,
+    drr_round: u128,
+    drr_position: u64,
+    drain: Vec<(u16, JobSpecShape, Drain)>,
+    stats: EngineStats,
+}
+
+#[derive(Serialize, Deserialize)]
+struct ClassSnap {
+    name: String,
+    ledger: Ledger,
+    deadline_misses: u64,
+}
+
+#[derive(Serialize, Deserialize)]
+struct TenantSnap {
+    name: String,
+    tokens: u128,
+    tokens_at: Time,
+    retry_used: u128,
+    retry_since: Time,
+    ledger: Ledger,
+    estimators: Vec<(u16, Estimator)>,
+    admitted: [u64; 3],
+}
+
+#[derive(Serialize, Deserialize)]
+struct NodeSnap {
+    /// 0 root, 1 tenant, 2 band, 3 flat.
+    kind: u8,
+    tenant: u32,
+    class: u16,
+    parent: u32,
+    vtime: u128,
+    child_v: u128,
+    drr: Drr,
+}
+
+/// The placement part of a job as names, to re-intern its shape.
+#[derive(Serialize, Deserialize, Clone)]
+struct JobSpecShape {
+    demand: ResVec,
+    requires: Vec<(String, String)>,
+    class: u16,
+    preemptible: bool,
+    gang: u32,
+    gang_min: u32,
+}
+
+#[derive(Serialize, Deserialize)]
+struct AttemptSnap {
+    number: u32,
+    epoch: u64,
+    started: Time,
+    expires: Time,
+    placements: Vec<(u32, u32)>,
+    members: u32,
+    estimate: Dur,
+    charges: Vec<u64>,
+    stop: Option<(StopReason, Time)>,
+    borrowed: bool,
+    policy_version: u64,
+    worker_share: u64,
+}
+
+#[derive(Serialize, Deserialize)]
+struct JobSnap {
+    slot: u32,
+    id: String,
+    tenant: u32,
+    shape: JobSpecShape,
+    priority: i32,
+    state: JobState,
+    seq: u64,
+    arrival: Time,
+    enqueued: Time,
+    estimate: Dur,
+    deadline: Time,
+    not_before: Time,
+    max_attempts: u32,
+    attempts: u32,
+    failures: u32,
+    epoch: u64,
+    checkpointable: bool,
+    downgraded: bool,
+    progress: Dur,
+    wfq_tag: u128,
+    order: OrderKey,
+    cost: u128,
+    first_start: Option<Time>,
+    retry: bool,
+    digest: u64,
+    attempt: Option<AttemptSnap>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct FinishedSnap {
+    id: String,
+    tenant: u32,
+    class: u16,
+    state: JobState,
+    attempts: u32,
+    epoch: u64,
+    arrival: Time,
+    estimate: Dur,
+    reason: Option<String>,
+    digest: u64,
+}
+
+impl Engine {
+    fn shape_snap(&self, s: ShapeId) -> JobSpecShape {
+        let k = self.shapes.get(s);
+        JobSpecShape {
+            demand: k.demand.clone(),
+            requires: k.requires.clone(),
+            class: k.class,
+            preemptible: k.preemptible,
+            gang: k.gang,
+            gang_min: k.gang_min,
+        }
+    }
+
+    /// The durable state, encoded. Pair it with the log position it reflects.
+    pub fn snapshot(&self) -> Vec<u8> {
+        let jobs = self
+            .jobs
+            .iter()
+            .enumerate()
+            .filter_map(|(i, slot)| slot.as_ref().map(|j| (i, j)))
+            .map(|(i, j)| JobSnap {
+                slot: i as u32,
+                id: j.id.to_string(),
+                tenant: j.tenant.0,
+                shape: self.shape_snap(j.shape),
+                priority: j.priority,
+                state: j.state,
+                seq: j.seq,
+                arrival: j.arrival,
+                enqueued: j.enqueued,
+                estimate: j.estimate,
+                deadline: j.deadline,
+                not_before: j.not_before,
+                max_attempts: j.max_attempts,
+                attempts: j.attempts,
+                failures: j.failures,
+                epoch: j.epoch,
+                checkpointable: j.checkpointable,
+                downgraded: j.downgraded,
+                progress: j.progress,
+                wfq_tag: j.wfq_tag,
+                order: j.order,
+                cost: j.cost,
+                first_start: j.first_start,
+                retry: j.retry,
+                digest: j.digest,
+                attempt: j.attempt.as_ref().map(|a| AttemptSnap {
+                    number: a.number,
+                    epoch: a.epoch,
+                    started: a.started,
+                    expires: a.expires,
+                    placements: a.placements.iter().map(|(w, m)| (w.0, *m)).collect(),
+                    members: a.members,
+                    estimate: a.estimate,
+                    charges: a.charges.clone(),
+                    stop: a.stop,
+                    borrowed: a.borrowed,
+                    policy_version: a.policy_version,
+                    worker_share: a.worker_share,
+                }),
+            })
+            .collect();
+        let mut drain: Vec<(u16, JobSpecShape, Drain)> = self
+            .drain
+            .iter()
+            .map(|(k, d)| {
+                let shape = JobSpecShape {
+                    demand: k.demand.clone(),
+                    requires: k.requires.clone(),
+                    class: k.class,
+                    preemptible: k.preemptible,
+                    gang: k.gang,
+                    gang_min: k.gang_min,
+                };
+                (k.class, shape, *d)
+            })
+            .collect();
+        drain.sort_by(|a, b| {
+            (a.0, &a.1.demand, &a.1.requires).cmp(&(b.0, &b.1.demand, &b.1.requires))
+        });
+        let snap = SnapshotV1 {
+            policy_version: self.version,
+            policy_source: self.policy.source.clone(),
+            now: self.now,
+            seq: self.seq,
+            resources: (0..self.resources.len())
+                .map(|i| {
+                    self.resources
+                        .name(crate::resources::ResourceId(i as u16))
+                        .to_string()
+                })
+                .collect(),
+            classes: self
+                .classes
+                .iter()
+                .map(|c| ClassSnap {
+                    name: c.policy.name.clone(),
+                    ledger: c.ledger.clone(),
+                    deadline_misses: c.deadline_misses,
+                })
+                .collect(),
+            tenants: self
+                .tenants
+                .iter()
+                .map(|t| TenantSnap {
+                    name: t.name.clone(),
+                    tokens: t.tokens,
+                    tokens_at: t.tokens_at,
+                    retry_used: t.retry_used,
+                    retry_since: t.retry_since,
+                    ledger: t.ledger.clone(),
+                    estimators: t.estimators.iter().map(|(c, e)| (*c, *e)).collect(),
+                    admitted: t.admitted,
+                })
+                .collect(),
+            nodes: self
+                .nodes
+                .iter()
+                .map(|n| {
+                    let (kind, tenant, class) = match n.kind {
+                        NodeKind::Root => (0, 0, 0),
+                        NodeKind::Tenant(t) => (1, t.0, 0),
+                        NodeKind::Band(t, c) => (2, t.0, c),
+                        NodeKind::Flat(t) => (3, t.0, 0),
+                    };
+                    NodeSnap {
+                        kind,
+                        tenant,
+                        class,
+                        parent: n.parent.map(|p| p.0).unwrap_or(u32::MAX),
+                        vtime: n.vtime,
+                        child_v: n.child_v,
+                        drr: n.drr,
+                    }
+                })
+                .collect(),
+            workers: self
+                .workers
+                .iter()
+                .map(|w| (w.name.clone(), w.pool.clone()))
+                .collect(),
+            pools: self
+                .pools
+                .iter()
+                .map(|(n, p)| (n.clone(), p.ledger.clone()))
+                .collect(),
+            jobs,
+            free_jobs: self.free_jobs.clone(),
+            job_slots: self.jobs.len() as u32,
+            finished: self
+                .finished_order
+                .iter()
+                .filter_map(|id| {
+                    let f = self.finished.get(id)?;
+                    Some(FinishedSnap {
+                        id: id.to_string(),
+                        tenant: f.tenant.0,
+                        class: f.class,
+                        state: f.state,
+                        attempts: f.attempts,
+                        epoch: f.epoch,
+                        arrival: f.arrival,
+                        estimate: f.estimate,
+                        reason: f.reason.clone(),
+                        digest: f.digest,
+                    })
+                })
+                .collect(),
+            gps_v: self.gps.v,
+            gps_at: self.gps.at,
+            gps_backlog: self.gps.backlog.iter().map(|(f, t)| (*f, t.0)).collect(),
+            gps_last_finish: self
+                .gps
+                .last_finish
+                .iter()
+                .map(|(t, f)| (t.0, *f))
+                .collect(),
+            gps_weight_sum: self.gps.weight_sum,
+            drr_round: self.drr_round,
+            drr_position: self.drr_position,
+            drain,
+            stats: self.stats.clone(),
+        };
+        postcard::to_stdvec(&SnapshotRecord::V1(snap)).expect("snapshot encodes")
+    }
+
+    /// An engine rebuilt from a snapshot. The bytes come from [`Engine::snapshot`] (the store
+    /// checks their integrity); an error says what does not fit.
+    pub fn restore(bytes: &[u8], config: EngineConfig) -> Result<Engine, String> {
+        let SnapshotRecord::V1(s) =
+            postcard::from_bytes(bytes).map_err(|e| format!("snapshot does not decode: {e}"))?;
+        let mut e = Engine::for_replay(config);
+        e.restoring = true;
+        for r in &s.resources {
+            e.resources
+                .intern(r)
+                .ok_or("snapshot has too many resources")?;
+        }
+        // Classes keep their indices: create them in order before the policy is installed.
+        for c in &s.classes {
+            e.class_by_name
+                .insert(c.name.clone(), e.classes.len() as u16);
+            let placeholder = Policy::built_in().classes[0].clone();
+            e.classes.push(super::state::Class {
+                policy: crate::policy::ClassPolicy {
+                    name: c.name.clone(),
+                    ..placeholder
+                },
+                queued: 0,
+                ledger: c.ledger.clone(),
+                deadline_misses: c.deadline_misses,
+            });
+        }
+        // Tenants keep their indices too.
+        for t in &s.tenants {
+            let idx = e.tenant_for(&t.name);
+            if idx.ix() != e.tenants.len() - 1 && e.tenants[idx.ix()].name != t.name {
+                return Err(format!("snapshot tenant {} out of order", t.name));
+            }
+        }
+        if e.tenants.len() != s.tenants.len() {
+            return Err("snapshot tenants are not a tree in creation order".to_string());
+        }
+        let policy = Policy::from_text(&s.policy_source)
+            .map_err(|errs| format!("snapshot policy invalid: {errs:?}"))?;
+        e.install_policy(s.now, s.policy_version, policy);
+        for (t, snap) in e.tenants.iter_mut().zip(&s.tenants) {
+            t.tokens = snap.tokens;
+            t.tokens_at = snap.tokens_at;
+            t.retry_used = snap.retry_used;
+            t.retry_since = snap.retry_since;
+            t.ledger = snap.ledger.clone();
+            t.estimators = snap.estimators.iter().copied().collect();
+            t.admitted = snap.admitted;
+        }
+        // The tree, node for node, with its balances.
+        e.nodes.clear();
+        for t in e.tenants.iter_mut() {
+            t.node = None;
+            t.bands.clear();
+        }
+        for n in &s.nodes {
+            let tenant = TenantIdx(n.tenant);
+            let (kind, weight, leaf) = match n.kind {
+                0 => (NodeKind::Root, Weight::ONE, false),
+                1 => (NodeKind::Tenant(tenant), e.tenant_weight(tenant)?, false),
+                2 => (
+                    NodeKind::Band(tenant, n.class),
+                    e.class_weight(n.class)?,
+                    true,
+                ),
+                3 => (NodeKind::Flat(tenant), e.tenant_weight(tenant)?, true),
+                k => return Err(format!("snapshot node kind {k} unknown")),
+            };
+            let parent = (n.parent != u32::MAX).then_some(NodeIdx(n.parent));
+            let idx = NodeIdx(e.nodes.len() as u32);
+            let mut node = Node::new(parent, kind, weight, leaf);
+            node.vtime = n.vtime;
+            node.child_v = n.child_v;
+            node.drr = n.drr;
+            e.nodes.push(node);
+            match kind {
+                NodeKind::Tenant(t) | NodeKind::Flat(t) => e.tenants[t.ix()].node = Some(idx),
+                NodeKind::Band(t, c) => {
+                    e.tenants[t.ix()].bands.insert(c, idx);
+                }
+                NodeKind::Root => {}
+            }
+        }
+        for (name, pool) in &s.workers {
+            e.new_worker(name, pool);
+        }
+        for (name, ledger) in &s.pools {
+            e.pools.entry(name.clone()).or_default().ledger = ledger.clone();
+        }
+        e.seq = s.seq;
+        e.jobs = (0..s.job_slots).map(|_| None).collect();
+        e.free_jobs = s.free_jobs.clone();
+        let mut queued: Vec<(u64, JobIdx)> = Vec::new();
+        for j in &s.jobs {
+            let idx = JobIdx(j.slot);
+            e.restore_job(idx, j)?;
+            match j.state {
+                JobState::Queued => queued.push((j.seq, idx)),
+                JobState::Deferred => {
+                    e.deferred.insert((j.not_before, idx));
+                }
+                JobState::Running => e.restore_attempt(idx)?,
+                s => return Err(format!("snapshot holds a live job in state {s:?}")),
+            }
+        }
+        queued.sort();
+        for (_, j) in queued {
+            e.enqueue(j);
+        }
+        for f in &s.finished {
+            e.finished_order.push_back(f.id.clone().into_boxed_str());
+            e.finished.insert(
+                f.id.clone().into_boxed_str(),
+                Finished {
+                    tenant: TenantIdx(f.tenant),
+                    class: f.class,
+                    state: f.state,
+                    attempts: f.attempts,
+                    epoch: f.epoch,
+                    arrival: f.arrival,
+                    estimate: f.estimate,
+                    reason: f.reason.clone(),
+                    digest: f.digest,
+                },
+            );
+        }
+        e.gps.v = s.gps_v;
+        e.gps.at = s.gps_at;
+        e.gps.backlog = s
+            .gps_backlog
+            .iter()
+            .map(|(f, t)| (*f, TenantIdx(*t)))
+            .collect();
+        e.gps.last_finish = s
+            .gps_last_finish
+            .iter()
+            .map(|(t, f)| (TenantIdx(*t), *f))
+            .collect();
+        e.gps.weight_sum = s.gps_weight_sum;
+        e.drr_round = s.drr_round;
+        e.drr_position = s.drr_position;
+        for (class, shape, d) in &s.drain {
+            let key = crate::shape::ShapeKey {
+                demand: shape.demand.clone(),
+                requires: shape.requires.clone(),
+                class: *class,
+                preemptible: shape.preemptible,
+                gang: shape.gang,
+                gang_min: shape.gang_min,
+            };
+            e.drain.insert(key, *d);
+        }
+        e.stats = s.stats;
+        e.now = e.now.max(s.now);
+        e.restoring = false;
+        e.events.clear();
+        e.rekey_all();
+        Ok(e)
+    }
+
+    fn tenant_weight(&self, t: TenantIdx) -> Result<Weight, String> {
+        self.tenants
+            .get(t.ix())
+            .map(|t| t.weight)
+            .ok_or_else(|| format!("snapshot names tenant {} that does not exist", t.0))
+    }
+
+    fn class_weight(&self, c: u16) -> Result<Weight, String> {
+        self.classes
+            .get(c as usize)
+            .map(|c| c.policy.weight)
+            .ok_or_else(|| format!("snapshot names class {c} that does not exist"))
+    }
+
+    fn restore_job(&mut self, idx: JobIdx, j: &JobSnap) -> Result<(), String> {
+        let key = crate::shape::ShapeKey {
+            demand: j.shape.demand.clone(),
+            requires: j.shape.requires.clone(),
+            class: j.shape.class,
+            preemptible: j.shape.preemptible,
+            gang: j.shape.gang,
+            gang_min: j.shape.gang_min,
+        };
+        if key.gang_min > 1 {
+            self.gang_shapes += 1;
+        }
+        let shape = self
+            .shapes
+            .acquire(key)
+            .ok_or("snapshot has too many shapes")?;
+        let tenant = TenantIdx(j.tenant);
+        if tenant.ix() >= self.tenants.len() || j.shape.class as usize >= self.classes.len() {
+            return Err(format!(
+                "snapshot job {} names a tenant or class that does not exist",
+                j.id
+            ));
+        }
+        let slot = self
+            .jobs
+            .get_mut(idx.ix())
+            .ok_or("snapshot job slot out of range")?;
+        *slot = Some(Job {
+            id: j.id.clone().into_boxed_str(),
+            tenant,
+            class: j.shape.class,
+            shape,
+            priority: j.priority,
+            state: j.state,
+            seq: j.seq,
+            arrival: j.arrival,
+            enqueued: j.enqueued,
+            estimate: j.estimate,
+            deadline: j.deadline,
+            not_before: j.not_before,
+            max_attempts: j.max_attempts,
+            attempts: j.attempts,
+            failures: j.failures,
+            epoch: j.epoch,
+            checkpointable: j.checkpointable,
+            downgraded: j.downgraded,
+            progress: j.progress,
+            wfq_tag: j.wfq_tag,
+            leaf: NodeIdx(0),
+            order: j.order,
+            cost: j.cost,
+            first_start: j.first_start,
+            retry: j.retry,
+            digest: j.digest,
+            attempt: j.attempt.as_ref().map(|a| {
+                Box::new(Attempt {
+                    number: a.number,
+                    epoch: a.epoch,
+                    started: a.started,
+                    expires: a.expires,
+                    placements: a
+                        .placements
+                        .iter()
+                        .map(|(w, m)| (WorkerIdx(*w), *m))
+                        .collect(),
+                    members: a.members,
+                    estimate: a.estimate,
+                    charges: a.charges.clone(),
+                    path: Vec::new(),
+                    stop: a.stop,
+                    borrowed: a.borrowed,
+                    policy_version: a.policy_version,
+                    worker_share: a.worker_share,
+                })
+            }),
+        });
+        self.job_by_id.insert(j.id.clone().into_boxed_str(), idx);
+        self.live_jobs += 1;
+        let t = &mut self.tenants[tenant.ix()];
+        t.live_jobs += 1;
+        t.outstanding += j.cost;
+        Ok(())
+    }
+
+    /// Puts a running job's attempt back: allocations, timers and its place in the tree.
+    fn restore_attempt(&mut self, j: JobIdx) -> Result<(), String> {
+        let (tenant, class, shape) = {
+            let job = self.job(j);
+            (job.tenant, job.class, job.shape)
+        };
+        let leaf = self.leaf_for(tenant, class);
+        let path = self.charge_path(tenant, leaf);
+        let per_member = self.shapes.get(shape).demand.clone();
+        let a = self
+            .job(j)
+            .attempt
+            .as_ref()
+            .ok_or("running job without an attempt")?;
+        let (members, placements, expires, stop, est_cost) = (
+            a.members,
+            a.placements.clone(),
+            a.expires,
+            a.stop,
+            a.worker_share as u128 * a.estimate.0 as u128,
+        );
+        let demand = per_member.times(members as u64);
+        for t in self.tenant_chain(tenant) {
+            self.tenants[t.ix()].alloc.add(&demand);
+        }
+        for n in self.ancestors(leaf) {
+            self.nodes[n.ix()].alloc.add(&demand);
+        }
+        for (w, m) in placements {
+            let part = per_member.times(m as u64);
+            let worker = self
+                .workers
+                .get_mut(w.ix())
+                .ok_or("snapshot placement on an unknown worker")?;
+            worker.used.add(&part);
+            worker.jobs.insert(j);
+            let pool = worker.pool.clone();
+            let p = self.pools.entry(pool).or_default();
+            p.used.add(&part);
+            p.class_used.entry(class).or_default().add(&part);
+        }
+        let _ = est_cost;
+        match stop {
+            Some((_, deadline)) => {
+                self.stops.insert((deadline, j));
+            }
+            None => {
+                self.expiries.insert((expires, j));
+            }
+        }
+        let job = self.job_mut(j);
+        job.leaf = leaf;
+        if let Some(a) = job.attempt.as_mut() {
+            if a.charges.len() != path.len() {
+                a.charges = vec![0; path.len()];
+            }
+            a.path = path;
+        }
+        Ok(())
+    }
+
+    /// A deterministic text dump of the durable state, by names (for comparing a live engine
+    /// with one rebuilt from events or a snapshot).
+    pub fn durable_view(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(out, "policy v{} seq {}", self.version, self.seq);
+        let mut jobs: Vec<&Job> = self.jobs.iter().flatten().collect();
+        jobs.sort_by(|a, b| a.id.cmp(&b.id));
+        for j in jobs {
+            let _ = write!(
+                out,
+                "job {} tenant {} class {} {:?} seq {} epoch {} attempts {} failures {} est {} progress {} nb {} dl {} cost {}",
+                j.id,
+                self.tenants[j.tenant.ix()].name,
+                self.class_name(j.class),
+                j.state,
+                j.seq,
+                j.epoch,
+                j.attempts,
+                j.failures,
+                j.estimate.0,
+                j.progress.0,
+                j.not_before.0,
+                j.deadline.0,
+                j.cost
+            );
+            if let Some(a) = &j.attempt {
+                let workers: Vec<String> = a
+                    .placements
+                    .iter()
+                    .map(|(w, m)| format!("{}x{m}", self.workers[w.ix()].name))
+                    .collect();
+                let _ = write!(
+                    out,
+                    " attempt {} epoch {} started {} expires {} on {workers:?} stop {:?} charges {:?}",
+                    a.number, a.epoch, a.started.0, a.expires.0, a.stop, a.charges
+                );
+            }
+            out.push('\n');
+        }
+        let mut tenants: Vec<_> = self.tenants.iter().collect();
+        tenants.sort_by(|a, b| a.name.cmp(&b.name));
+        for t in tenants {
+            let balances: Vec<String> = std::iter::once(t.node)
+                .chain(t.bands.values().map(|n| Some(*n)))
+                .flatten()
+                .map(|n| {
+                    let node = &self.nodes[n.ix()];
+                    format!("{}:{}/{}", self.node_name(n), node.vtime, node.child_v)
+                })
+                .collect();
+            let _ = writeln!(
+                out,
+                "tenant {} alloc {:?} outstanding {} tokens {} retry {} ledger {:?} estimators {:?} balances {balances:?}",
+                t.name,
+                self.resources.named(&t.alloc),
+                t.outstanding,
+                t.tokens,
+                t.retry_used,
+                t.ledger,
+                t.estimators
+            );
+        }
+        for c in &self.classes {
+            let _ = writeln!(
+                out,
+                "class {} ledger {:?} misses {}",
+                c.policy.name, c.ledger, c.deadline_misses
+            );
+        }
+        let mut finished: Vec<_> = self.finished.iter().collect();
+        finished.sort_by(|a, b| a.0.cmp(b.0));
+        for (id, f) in finished {
+            let _ = writeln!(
+                out,
+                "finished {id} {:?} attempts {} epoch {}",
+                f.state, f.attempts, f.epoch
+            );
+        }
+        out
+    }
+}
+
+impl Engine {
+    /// An engine rebuilt by applying `events` in order (the store's recovery path when there is
+    /// no snapshot, and a check of replay in tests).
+    pub fn replay(events: &[Event], config: EngineConfig) -> Engine {
+        let mut e = Engine::for_replay(config);
+        for ev in events {
+            e.apply(ev);
+        }
+        e.events.clear();
+        e
+    }
+}
