@@ -32,7 +32,8 @@ pub struct Limits {
     /// How long a request may take, in milliseconds, on top of its `wait_ms` for a long poll
     /// (503 `unavailable` beyond).
     pub request_timeout_ms: u64,
-    /// The writer snapshots the engine after this many events since the last snapshot.
+    /// The writer snapshots the engine after this many events since the last snapshot (or
+    /// after as many as there are live jobs, if that is more).
     pub snapshot_every_events: u64,
 }
 

@@ -18,6 +18,10 @@
 //! gets `503 unavailable`, the server is marked not ready, and the loop stops with an error so
 //! that the process exits and a restart recovers from what is durable.
 //!
+//! After enough events (see [`Limits::snapshot_every_events`]) and on a clean stop, the writer
+//! snapshots the engine at the last committed LSN, and the store prunes the events the snapshot
+//! covers; [`recover`] restores the latest snapshot and replays only what follows it.
+//!
 //! A long poll (`POST /v1/leases` with `wait_ms` > 0) registers its worker with
 //! [`Engine::worker_ready`] and is **parked** here: leases a later pass grants to that worker
 //! are delivered to the parked request after the commit that makes them durable. When its wait
@@ -323,12 +327,8 @@ pub fn recover<S: EventStore>(
         Engine::new(now, policy, config)
     } else {
         let mut engine = match &recovered.snapshot {
-            // This build writes no snapshots (they come with `Engine::snapshot`).
-            Some((lsn, _)) => {
-                return Err(format!(
-                    "the store holds a snapshot (LSN {lsn}) that this build cannot restore"
-                ));
-            }
+            Some((lsn, bytes)) => Engine::restore(bytes, config)
+                .map_err(|e| format!("restoring the snapshot at LSN {lsn}: {e}"))?,
             None => Engine::for_replay(config),
         };
         for (_, event) in &recovered.events {
@@ -483,6 +483,9 @@ impl<S: EventStore> Writer<S> {
         }
         self.shared.commands.fetch_add(n as u64, Ordering::Relaxed);
         self.answer(out);
+        if self.snapshot_due() {
+            self.snapshot()?;
+        }
         Ok(())
     }
 
@@ -806,7 +809,7 @@ impl<S: EventStore> Writer<S> {
         self.deadlines.clear();
     }
 
-    /// Clean stop: the parked long polls get empty lists.
+    /// Clean stop: the parked long polls get empty lists, and the engine is snapshotted.
     fn finish(mut self) -> Result<(), String> {
         self.shared.ready.store(false, Ordering::Release);
         for (name, w) in std::mem::take(&mut self.waiters) {
@@ -814,6 +817,7 @@ impl<S: EventStore> Writer<S> {
             let _ = w.reply.send(Ok(LeaseOutcome::Granted(Vec::new())));
         }
         self.deadlines.clear();
+        self.snapshot()?;
         info!(
             commits = self.shared.commits.load(Ordering::Relaxed),
             events = self.shared.events.load(Ordering::Relaxed),
@@ -821,6 +825,48 @@ impl<S: EventStore> Writer<S> {
             "writer stopped"
         );
         Ok(())
+    }
+
+    /// Whether enough events have been committed since the last snapshot: at least
+    /// [`Limits::snapshot_every_events`], and at least as many as there are live jobs, so that
+    /// the cost of a snapshot (proportional to the state) stays bounded per event.
+    fn snapshot_due(&self) -> bool {
+        let every = self
+            .settings
+            .limits
+            .snapshot_every_events
+            .max(self.engine.live_jobs() as u64);
+        self.events_since_snapshot >= every
+    }
+
+    /// Snapshots the engine at the last committed LSN (the engine holds exactly the state
+    /// after it), so that a restart replays only what came after; the store prunes the events
+    /// the snapshot covers. A failed snapshot poisons the store: the writer stops.
+    fn snapshot(&mut self) -> Result<(), String> {
+        let lsn = self.store.last_lsn();
+        if lsn == 0 || self.events_since_snapshot == 0 {
+            return Ok(());
+        }
+        let started = Instant::now();
+        let bytes = self.engine.snapshot();
+        match self.store.put_snapshot(lsn, &bytes) {
+            Ok(()) => {
+                info!(
+                    lsn,
+                    bytes = bytes.len(),
+                    live_jobs = self.engine.live_jobs(),
+                    elapsed_ms = started.elapsed().as_millis() as u64,
+                    "snapshot"
+                );
+                self.events_since_snapshot = 0;
+                Ok(())
+            }
+            Err(e) => {
+                error!(error = %e, "snapshot failed: stopping");
+                self.fail(Outbox::default());
+                Err(format!("snapshot at LSN {lsn} failed: {e}"))
+            }
+        }
     }
 }
 

@@ -658,6 +658,92 @@ async fn cancel_queued_and_running_jobs() {
     assert_eq!(done["state"], "canceled");
 }
 
+/// Snapshots bound what a restart replays, and the restart is exact: with a snapshot every 20
+/// events, finished, running and queued jobs, epochs and the policy version all come back, the
+/// leases held still heartbeat and complete, and the store holds a snapshot and a short log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshots_bound_replay_and_restart_exactly() {
+    use fairway_store::EventStore;
+    let dir = TempDir::new("snapshots");
+    let configure = |c: &mut fairway_server::ServerConfig| c.limits.snapshot_every_events = 20;
+    let server = TestServer::start(dir.path(), configure).await;
+    let jobs: Vec<Value> = (0..30)
+        .map(|i| json!({"id": format!("j{i}"), "tenant": format!("t{}", i % 3), "payload": i}))
+        .collect();
+    server.post("/v1/jobs/batch", json!({ "jobs": jobs })).await;
+    let leases = server.lease("w1", 10, 0).await;
+    assert_eq!(leases.len(), 10);
+    let (done, held) = leases.split_at(5);
+    for l in done {
+        let id = l["job_id"].as_str().unwrap();
+        let (code, _) = server
+            .post(
+                &format!("/v1/leases/{id}/complete"),
+                json!({"epoch": l["epoch"], "outcome": "succeeded"}),
+            )
+            .await;
+        assert_eq!(code, 200);
+    }
+    let (code, _) = server
+        .put_text("/v1/policy", fairway_core::policy::BUILT_IN_POLICY)
+        .await;
+    assert_eq!(code, 200);
+    let mut before = Vec::new();
+    for i in 0..30 {
+        before.push(server.status(&format!("j{i}")).await.1);
+    }
+    server.stop().await.expect("clean stop");
+
+    {
+        let mut store = fairway_store::RedbStore::open(dir.path()).unwrap();
+        let recovered = store.recover().unwrap();
+        let (lsn, _) = recovered.snapshot.expect("a snapshot was taken");
+        assert_eq!(
+            lsn,
+            store.last_lsn(),
+            "the clean stop snapshots the last event"
+        );
+        assert!(recovered.events.is_empty());
+    }
+
+    let server = TestServer::start(dir.path(), configure).await;
+    for (i, b) in before.iter().enumerate() {
+        let (code, after) = server.status(&format!("j{i}")).await;
+        assert_eq!(code, 200);
+        assert_eq!(&after, b, "j{i} changed across the restart");
+    }
+    let (_, p) = server.get("/v1/policy").await;
+    assert_eq!(p["version"], 2);
+    for l in held {
+        let id = l["job_id"].as_str().unwrap();
+        let (code, hb) = server
+            .post(
+                &format!("/v1/leases/{id}/heartbeat"),
+                json!({"epoch": l["epoch"]}),
+            )
+            .await;
+        assert_eq!(
+            (code, hb["action"].as_str()),
+            (200, Some("continue")),
+            "{hb}"
+        );
+        let (code, r) = server
+            .post(
+                &format!("/v1/leases/{id}/complete"),
+                json!({"epoch": l["epoch"], "outcome": "succeeded"}),
+            )
+            .await;
+        assert_eq!((code, r["state"].as_str()), (200, Some("succeeded")), "{r}");
+    }
+    let rest = server.lease("w2", 100, 0).await;
+    assert_eq!(rest.len(), 20, "the queued jobs, once each");
+    for r in &rest {
+        assert!(leases.iter().all(|l| l["job_id"] != r["job_id"]), "{r}");
+        let id = r["job_id"].as_str().unwrap();
+        assert_eq!(r["payload"], id[1..].parse::<u64>().unwrap(), "{r}");
+    }
+}
+
 /// The OpenAPI document is pinned in `crates/fairway-server/openapi.json`, so that a change to
 /// the API shows in review. After a deliberate change, regenerate it with
 /// `UPDATE_OPENAPI=1 cargo test -p fairway-server --test api openapi_document_is_pinned`.

@@ -11,6 +11,7 @@
 
 use clap::Args;
 use fairway_server::{Limits, Server, ServerConfig, ServerError, Tokens};
+use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -43,6 +44,10 @@ pub struct ServeArgs {
     /// plus 64 KiB].
     #[arg(long, env = "FAIRWAY_MAX_BODY_BYTES")]
     max_body_bytes: Option<usize>,
+    /// Snapshot the engine after this many committed events (or after as many as there are
+    /// live jobs, if that is more), so that a restart replays only what follows.
+    #[arg(long, env = "FAIRWAY_SNAPSHOT_EVERY_EVENTS", default_value_t = 50_000)]
+    snapshot_every_events: u64,
 }
 
 /// Runs `fairway serve`.
@@ -135,6 +140,7 @@ fn config(args: &ServeArgs) -> Result<ServerConfig, String> {
     }
     let body_default = Limits::default().max_body_bytes;
     config.limits.max_payload_bytes = args.max_payload_bytes;
+    config.limits.snapshot_every_events = args.snapshot_every_events.max(1);
     config.limits.max_body_bytes = args
         .max_body_bytes
         .unwrap_or(body_default)
@@ -148,6 +154,7 @@ fn init_logging() {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .try_init();
 }

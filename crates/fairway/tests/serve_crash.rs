@@ -23,17 +23,24 @@ struct Acks {
 
 const SUBMITTERS: usize = 4;
 const JOBS_PER_SUBMITTER: usize = 100;
-/// The kill comes once this many submissions were acknowledged: mid-load.
-const KILL_AFTER_SUBMITS: usize = 150;
+/// The kill comes once this many submissions and completions were acknowledged: mid-load.
+const KILL_AFTER_SUBMITS: usize = 250;
+const KILL_AFTER_COMPLETIONS: usize = 40;
+/// Small, so that the kill comes after several snapshots and the restart restores one and
+/// replays the log after it.
+const SNAPSHOT_EVERY: &str = "50";
 
-/// Producers submit a few hundred jobs and a worker leases and completes some, concurrently;
-/// the server is killed with SIGKILL mid-load and restarted on the same data directory. Every
+/// Producers submit a few hundred jobs and a worker leases and completes some, concurrently,
+/// with snapshots every few dozen events; the server is killed with SIGKILL mid-load and
+/// restarted on the same data directory (from its latest snapshot and the log after it). Every
 /// acknowledged submission is there in the right state, nothing is duplicated, and the leases
 /// held at the crash still heartbeat and complete with their epoch.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_mid_load_loses_nothing_acknowledged() {
     let dir = TempDir::new("crash");
-    let served = serve(dir.path(), &[], &[]);
+    let args = ["--snapshot-every-events", SNAPSHOT_EVERY];
+    let logs = [("RUST_LOG", "info")];
+    let served = serve(dir.path(), &args, &logs);
     let http = client();
     served.ready(&http).await;
     let url = served.url.clone();
@@ -103,10 +110,25 @@ async fn kill_9_mid_load_loses_nothing_acknowledged() {
     }
 
     let deadline = Instant::now() + Duration::from_secs(120);
-    while acks.lock().unwrap().submitted.len() < KILL_AFTER_SUBMITS {
+    loop {
+        {
+            let acks = acks.lock().unwrap();
+            if acks.submitted.len() >= KILL_AFTER_SUBMITS
+                && acks.completed.len() >= KILL_AFTER_COMPLETIONS
+            {
+                break;
+            }
+        }
         assert!(Instant::now() < deadline, "the load never got going");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+    let snapshots_before_kill = served
+        .stderr
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|l| l.contains(" snapshot "))
+        .count();
     served.kill_9();
     for t in tasks {
         t.await.expect("a client task failed");
@@ -121,9 +143,22 @@ async fn kill_9_mid_load_loses_nothing_acknowledged() {
         !acks.completed.is_empty(),
         "the worker completed nothing before the kill"
     );
+    assert!(snapshots_before_kill > 0, "no snapshot before the kill");
 
-    let served = serve(dir.path(), &[], &[]);
+    let served = serve(dir.path(), &args, &logs);
     served.ready(&http).await;
+    let recovered = served
+        .stderr
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|l| l.contains(" recovered "))
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        recovered.contains("snapshot_lsn="),
+        "the restart did not start from a snapshot: {recovered}"
+    );
     let url = served.url.clone();
     for id in &acks.submitted {
         let (code, status) = get(&http, format!("{url}/v1/jobs/{id}")).await.unwrap();

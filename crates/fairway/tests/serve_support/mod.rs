@@ -45,6 +45,8 @@ pub struct Served {
     pub url: String,
     /// Everything it printed on stdout so far.
     pub stdout: Arc<Mutex<Vec<String>>>,
+    /// Everything it logged on stderr so far (also passed on to the test's stderr).
+    pub stderr: Arc<Mutex<Vec<String>>>,
 }
 
 /// Starts `fairway serve --data DIR --listen 127.0.0.1:0 ARGS..` and waits for its address.
@@ -58,7 +60,7 @@ pub fn serve(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Served {
         .env("RUST_LOG", "warn")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
+        .stderr(Stdio::piped());
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -84,6 +86,18 @@ pub fn serve(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Served {
             }
         });
     }
+    let stderr = child.stderr.take().expect("stderr");
+    let logs = Arc::new(Mutex::new(Vec::new()));
+    {
+        let logs = logs.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                eprintln!("[fairway serve] {line}");
+                logs.lock().unwrap().push(line);
+            }
+        });
+    }
     let url = rx
         .recv_timeout(Duration::from_secs(60))
         .expect("fairway serve prints where it listens");
@@ -91,6 +105,7 @@ pub fn serve(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Served {
         child,
         url,
         stdout: lines,
+        stderr: logs,
     }
 }
 
