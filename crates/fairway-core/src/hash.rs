@@ -53,7 +53,12 @@ impl Hasher for FxHasher {
     }
     #[inline]
     fn finish(&self) -> u64 {
-        self.hash
+        // Fx alone leaves the low bits (the bucket index) of short keys that differ only in
+        // their last bytes badly spread ("1", "2", "3"...): fold the high bits down.
+        let mut h = self.hash;
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        h ^ (h >> 33)
     }
 }
 

@@ -40,3 +40,57 @@ index!(
     /// A tenant's slot in the tenant table.
     TenantIdx
 );
+
+/// A short list kept inline (no heap allocation): a node's ancestors or a tenant's chain of
+/// parents, whose length the tenant tree's depth bounds.
+#[derive(Clone, Copy, Debug)]
+pub struct Chain<T: Copy + Default, const N: usize> {
+    len: u8,
+    items: [T; N],
+}
+
+impl<T: Copy + Default, const N: usize> Default for Chain<T, N> {
+    fn default() -> Self {
+        Chain {
+            len: 0,
+            items: [T::default(); N],
+        }
+    }
+}
+
+impl<T: Copy + Default, const N: usize> Chain<T, N> {
+    /// Appends `item`; the bound is an invariant of the tree's depth.
+    pub fn push(&mut self, item: T) {
+        assert!(
+            (self.len as usize) < N,
+            "chain longer than {N}: the tenant tree is deeper than its bound"
+        );
+        self.items[self.len as usize] = item;
+        self.len += 1;
+    }
+
+    /// The items.
+    pub fn as_slice(&self) -> &[T] {
+        &self.items[..self.len as usize]
+    }
+
+    /// Whether `item` is in the chain.
+    pub fn contains(&self, item: &T) -> bool
+    where
+        T: PartialEq,
+    {
+        self.as_slice().contains(item)
+    }
+}
+
+impl<T: Copy + Default, const N: usize> IntoIterator for Chain<T, N> {
+    type Item = T;
+    type IntoIter = std::iter::Take<std::array::IntoIter<T, N>>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.items.into_iter().take(self.len as usize)
+    }
+}
+
+/// The most links in a chain of tree nodes: tenant levels plus a band, with room to spare.
+pub const CHAIN_MAX: usize = 12;

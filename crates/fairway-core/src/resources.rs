@@ -106,45 +106,168 @@ pub fn amount_to_f64(micros: u64) -> f64 {
     micros as f64 / AMOUNT_SCALE as f64
 }
 
+/// Vectors of up to this many resources live inline, without a heap allocation.
+const INLINE: usize = 4;
+
+/// The storage of a [`ResVec`]: inline for the common case of a few resources.
+#[derive(Clone)]
+enum Amounts {
+    Inline(u8, [u64; INLINE]),
+    Heap(Vec<u64>),
+}
+
+impl Amounts {
+    #[inline]
+    fn as_slice(&self) -> &[u64] {
+        match self {
+            Amounts::Inline(n, a) => &a[..*n as usize],
+            Amounts::Heap(v) => v,
+        }
+    }
+
+    #[inline]
+    fn as_mut_slice(&mut self) -> &mut [u64] {
+        match self {
+            Amounts::Inline(n, a) => &mut a[..*n as usize],
+            Amounts::Heap(v) => v,
+        }
+    }
+
+    /// Grows (with zeros) or shrinks to `len` entries.
+    fn resize(&mut self, len: usize) {
+        match self {
+            Amounts::Inline(n, a) if len <= INLINE => {
+                for x in a.iter_mut().take(len).skip(*n as usize) {
+                    *x = 0;
+                }
+                *n = len as u8;
+            }
+            Amounts::Inline(n, a) => {
+                let mut v = a[..*n as usize].to_vec();
+                v.resize(len, 0);
+                *self = Amounts::Heap(v);
+            }
+            Amounts::Heap(v) => v.resize(len, 0),
+        }
+    }
+
+    fn from_slice(values: &[u64]) -> Amounts {
+        if values.len() <= INLINE {
+            let mut a = [0; INLINE];
+            a[..values.len()].copy_from_slice(values);
+            Amounts::Inline(values.len() as u8, a)
+        } else {
+            Amounts::Heap(values.to_vec())
+        }
+    }
+}
+
 /// A vector of amounts indexed by [`ResourceId`]; missing entries are zero. The stored form is
-/// canonical (no trailing zeros) so that equal vectors compare and hash equal.
-#[derive(Clone, Default, PartialEq, Eq, Hash, Debug, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct ResVec(Vec<u64>);
+/// canonical (no trailing zeros) so that equal vectors compare and hash equal. Up to four
+/// resources are stored inline, so that the engine's arithmetic on them does not allocate.
+#[derive(Clone)]
+pub struct ResVec(Amounts);
+
+impl Default for ResVec {
+    fn default() -> Self {
+        ResVec(Amounts::Inline(0, [0; INLINE]))
+    }
+}
+
+impl PartialEq for ResVec {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.as_slice() == other.0.as_slice()
+    }
+}
+
+impl Eq for ResVec {}
+
+impl std::hash::Hash for ResVec {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.as_slice().hash(state);
+    }
+}
+
+impl PartialOrd for ResVec {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for ResVec {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.as_slice().cmp(other.0.as_slice())
+    }
+}
+
+impl std::fmt::Debug for ResVec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("ResVec").field(&self.0.as_slice()).finish()
+    }
+}
+
+impl Serialize for ResVec {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        // The wire form of a newtype around a sequence of amounts.
+        s.serialize_newtype_struct("ResVec", self.0.as_slice())
+    }
+}
+
+impl<'de> Deserialize<'de> for ResVec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(rename = "ResVec")]
+        struct Wire(Vec<u64>);
+        let Wire(v) = Wire::deserialize(d)?;
+        let mut out = ResVec(Amounts::from_slice(&v));
+        out.trim();
+        Ok(out)
+    }
+}
 
 impl ResVec {
+    #[inline]
+    fn slice(&self) -> &[u64] {
+        self.0.as_slice()
+    }
+
     /// The amount of resource `id`.
     #[inline]
     pub fn get(&self, id: ResourceId) -> u64 {
-        self.0.get(id.0 as usize).copied().unwrap_or(0)
+        self.slice().get(id.0 as usize).copied().unwrap_or(0)
     }
 
     /// Sets the amount of resource `id`.
     pub fn set(&mut self, id: ResourceId, amount: u64) {
         let i = id.0 as usize;
-        if i >= self.0.len() {
+        if i >= self.slice().len() {
             if amount == 0 {
                 return;
             }
-            self.0.resize(i + 1, 0);
+            self.0.resize(i + 1);
         }
-        self.0[i] = amount;
+        self.0.as_mut_slice()[i] = amount;
         self.trim();
     }
 
     fn trim(&mut self) {
-        while self.0.last() == Some(&0) {
-            self.0.pop();
+        let mut n = self.slice().len();
+        while n > 0 && self.slice()[n - 1] == 0 {
+            n -= 1;
+        }
+        if n != self.slice().len() {
+            self.0.resize(n);
         }
     }
 
     /// Whether every amount is zero.
     pub fn is_zero(&self) -> bool {
-        self.0.is_empty()
+        self.slice().is_empty()
     }
 
     /// `(id, amount)` for every stored entry, zeros included.
     pub fn iter(&self) -> impl Iterator<Item = (ResourceId, u64)> + '_ {
-        self.0
+        self.slice()
             .iter()
             .enumerate()
             .map(|(i, a)| (ResourceId(i as u16), *a))
@@ -153,30 +276,26 @@ impl ResVec {
     /// Whether `self <= other` in every resource.
     #[inline]
     pub fn fits_in(&self, other: &ResVec) -> bool {
-        self.0
+        let o = other.slice();
+        self.slice()
             .iter()
             .enumerate()
-            .all(|(i, a)| *a <= other.0.get(i).copied().unwrap_or(0))
+            .all(|(i, a)| *a <= o.get(i).copied().unwrap_or(0))
     }
 
     /// Adds `other`, saturating.
     pub fn add(&mut self, other: &ResVec) {
-        if other.0.len() > self.0.len() {
-            self.0.resize(other.0.len(), 0);
-        }
-        for (i, a) in other.0.iter().enumerate() {
-            self.0[i] = self.0[i].saturating_add(*a);
-        }
-        self.trim();
+        self.add_times(other, 1);
     }
 
     /// Adds `other` times `n`, saturating.
     pub fn add_times(&mut self, other: &ResVec, n: u64) {
-        if other.0.len() > self.0.len() {
-            self.0.resize(other.0.len(), 0);
+        let o = other.slice();
+        if o.len() > self.slice().len() {
+            self.0.resize(o.len());
         }
-        for (i, a) in other.0.iter().enumerate() {
-            self.0[i] = self.0[i].saturating_add(a.saturating_mul(n));
+        for (x, a) in self.0.as_mut_slice().iter_mut().zip(o) {
+            *x = x.saturating_add(a.saturating_mul(n));
         }
         self.trim();
     }
@@ -184,14 +303,17 @@ impl ResVec {
     /// Subtracts `other` times `n`. Panics if any amount would go negative: the engine never
     /// releases more than it allocated, and a violation means its books are wrong.
     pub fn sub_times(&mut self, other: &ResVec, n: u64) {
-        for (i, a) in other.0.iter().enumerate() {
+        let o = other.slice();
+        for (i, a) in o.iter().enumerate() {
             let take = a.saturating_mul(n);
-            let have = self.0.get(i).copied().unwrap_or(0);
+            let have = self.slice().get(i).copied().unwrap_or(0);
             assert!(
                 take <= have,
                 "resource accounting underflow: releasing {take} of resource {i} with {have} held"
             );
-            self.0[i] = have - take;
+            if take > 0 {
+                self.0.as_mut_slice()[i] = have - take;
+            }
         }
         self.trim();
     }
@@ -199,8 +321,9 @@ impl ResVec {
     /// `self - other` per resource, flooring at zero.
     pub fn saturating_minus(&self, other: &ResVec) -> ResVec {
         let mut out = self.clone();
-        for (i, v) in out.0.iter_mut().enumerate() {
-            *v = v.saturating_sub(other.0.get(i).copied().unwrap_or(0));
+        let o = other.slice();
+        for (i, v) in out.0.as_mut_slice().iter_mut().enumerate() {
+            *v = v.saturating_sub(o.get(i).copied().unwrap_or(0));
         }
         out.trim();
         out
@@ -208,19 +331,19 @@ impl ResVec {
 
     /// `self` times `n`, saturating.
     pub fn times(&self, n: u64) -> ResVec {
-        let mut out = ResVec::default();
-        out.add_times(self, n);
+        let mut out = self.clone();
+        for v in out.0.as_mut_slice() {
+            *v = v.saturating_mul(n);
+        }
         out
     }
 
     /// Each amount times `ppb / SHARE_SCALE`, rounded down.
     pub fn scaled_ppb(&self, ppb: u64) -> ResVec {
-        let mut out = ResVec(
-            self.0
-                .iter()
-                .map(|a| (*a as u128 * ppb as u128 / SHARE_SCALE as u128) as u64)
-                .collect(),
-        );
+        let mut out = self.clone();
+        for v in out.0.as_mut_slice() {
+            *v = (*v as u128 * ppb as u128 / SHARE_SCALE as u128) as u64;
+        }
         out.trim();
         out
     }
@@ -228,16 +351,17 @@ impl ResVec {
     /// The largest share of `capacity` this vector takes, in parts per billion: the dominant
     /// share. A resource demanded but absent from `capacity` counts as `u64::MAX`.
     pub fn dominant_share_ppb(&self, capacity: &ResVec) -> u64 {
+        let cap = capacity.slice();
         let mut best = 0u64;
-        for (i, a) in self.0.iter().enumerate() {
+        for (i, a) in self.slice().iter().enumerate() {
             if *a == 0 {
                 continue;
             }
-            let cap = capacity.0.get(i).copied().unwrap_or(0);
-            let share = if cap == 0 {
+            let c = cap.get(i).copied().unwrap_or(0);
+            let share = if c == 0 {
                 u64::MAX
             } else {
-                let s = *a as u128 * SHARE_SCALE as u128 / cap as u128;
+                let s = *a as u128 * SHARE_SCALE as u128 / c as u128;
                 u64::try_from(s).unwrap_or(u64::MAX)
             };
             best = best.max(share);
@@ -253,12 +377,13 @@ impl ResVec {
 
     /// How many copies of `unit` fit in this vector (`u64::MAX` when `unit` is zero).
     pub fn copies_of(&self, unit: &ResVec) -> u64 {
+        let have = self.slice();
         let mut n = u64::MAX;
-        for (i, a) in unit.0.iter().enumerate() {
+        for (i, a) in unit.slice().iter().enumerate() {
             if *a == 0 {
                 continue;
             }
-            n = n.min(self.0.get(i).copied().unwrap_or(0) / a);
+            n = n.min(have.get(i).copied().unwrap_or(0) / a);
         }
         n
     }

@@ -80,8 +80,8 @@ impl ShapeTable {
         Some(id)
     }
 
-    /// Drops a reference; returns true when the shape was freed.
-    pub fn release(&mut self, id: ShapeId) -> bool {
+    /// Drops a reference; returns the shape's description when this freed it.
+    pub fn release(&mut self, id: ShapeId) -> Option<ShapeKey> {
         let shape = self.shapes[id.ix()]
             .as_mut()
             .expect("released shape exists");
@@ -91,12 +91,12 @@ impl ShapeTable {
         );
         shape.refs -= 1;
         if shape.refs > 0 {
-            return false;
+            return None;
         }
         let shape = self.shapes[id.ix()].take().expect("shape exists");
         self.by_key.remove(&shape.key);
         self.free.push(id.0);
-        true
+        Some(shape.key)
     }
 
     /// The id of `key` if it is interned.

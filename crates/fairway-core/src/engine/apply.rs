@@ -20,6 +20,9 @@ pub(crate) fn default_demand() -> std::collections::BTreeMap<String, f64> {
     [("cpu".to_string(), 1.0)].into_iter().collect()
 }
 
+/// Measured drains kept for shapes no job uses any more (beyond it the archive restarts).
+const DRAIN_ARCHIVE_MAX: usize = 4096;
+
 /// A digest of a job spec, to tell an idempotent resubmission from a reused id.
 pub(crate) fn spec_digest(spec: &JobSpec) -> u64 {
     use std::hash::{Hash, Hasher};
@@ -181,6 +184,15 @@ impl Engine {
     }
 
     fn lookup(&self, id: &str) -> JobIdx {
+        if let Some(j) = self.apply_hint
+            && self
+                .jobs
+                .get(j.ix())
+                .and_then(|x| x.as_ref())
+                .is_some_and(|x| &*x.id == id)
+        {
+            return j;
+        }
         *self
             .job_by_id
             .get(id)
@@ -218,10 +230,18 @@ impl Engine {
             .shape_key(spec, class)
             .expect("accepted job's shape is valid");
         let is_gang = key.gang_min > 1;
+        let archived = if self.shapes.lookup(&key).is_none() {
+            self.drain.remove(&key)
+        } else {
+            None
+        };
         let shape = self
             .shapes
             .acquire(key)
             .expect("accepted job's shape was admitted");
+        if let Some(d) = archived {
+            self.live_drain.insert(shape, d);
+        }
         if is_gang {
             self.gang_shapes += 1;
         }
@@ -646,9 +666,16 @@ impl Engine {
         if key.gang_min > 1 {
             self.gang_shapes -= 1;
         }
-        if self.shapes.release(job.shape) {
+        if let Some(key) = self.shapes.release(job.shape) {
             for g in self.groups.groups.iter_mut() {
                 g.forget_shape(job.shape);
+            }
+            // Its measured drain outlives it, by description, for the next job of that shape.
+            if let Some(d) = self.live_drain.remove(&job.shape) {
+                if self.drain.len() >= DRAIN_ARCHIVE_MAX {
+                    self.drain.clear();
+                }
+                self.drain.insert(key, d);
             }
         }
         let t = &mut self.tenants[job.tenant.ix()];
@@ -682,8 +709,7 @@ impl Engine {
     /// Measures how fast work of one class and shape drains.
     fn note_drain(&mut self, class: u16, shape: crate::ids::ShapeId, at: Time, cost: u128) {
         let _ = class;
-        let key = self.shapes.get(shape).clone();
-        let d = self.drain.entry(key).or_default();
+        let d = self.live_drain.entry(shape).or_default();
         let window = Dur::from_secs(10);
         if d.windows == 0 && d.window_cost == 0 {
             d.window_start = at;

@@ -4,7 +4,6 @@ use super::Engine;
 use super::state::{DecisionRecord, NodeKind, TreeShape};
 use crate::config::{Backfill, PolicyName};
 use crate::event::{Event, Placement, StopReason};
-use crate::hash::FxHashMap;
 use crate::ids::{GroupId, JobIdx, NodeIdx, ShapeId, WorkerIdx};
 use crate::job::{JobState, Lease};
 use crate::policy::check_name;
@@ -35,6 +34,27 @@ pub(crate) struct Reservation {
     pub end: Time,
     /// Per worker: demand reserved, and capacity to spare at `start` beyond it.
     pub parts: Vec<(WorkerIdx, ResVec, ResVec)>,
+}
+
+/// Answers per shape within one selection (few shapes: a small array, no allocation).
+#[derive(Default)]
+struct FitCache {
+    len: usize,
+    entries: [(ShapeId, bool); 16],
+}
+
+impl FitCache {
+    fn get_or(&mut self, s: ShapeId, compute: impl FnOnce() -> bool) -> bool {
+        if let Some(&(_, v)) = self.entries[..self.len].iter().find(|(k, _)| *k == s) {
+            return v;
+        }
+        let v = compute();
+        if self.len < self.entries.len() {
+            self.entries[self.len] = (s, v);
+            self.len += 1;
+        }
+        v
+    }
 }
 
 /// Free capacity of a worker from now on: steps `(from, free)`.
@@ -163,6 +183,9 @@ impl Engine {
 
     /// Keeps the index right after a group gained or lost workers.
     fn capacity_changed(&mut self, g: GroupId, group_appeared_or_vanished: bool) {
+        if group_appeared_or_vanished {
+            self.live_groups = self.groups.live().collect();
+        }
         if self.gang_shapes > 0 {
             // Whether a gang fits a group depends on how many workers it has.
             let bound = self.shapes.id_bound();
@@ -271,10 +294,8 @@ impl Engine {
             // its shape; after that, only shapes that fit now can start.
             let only_fitting = reservations.len() >= depth && !one_queue;
             let pick = if only_fitting {
-                let mut cache: FxHashMap<ShapeId, bool> = FxHashMap::default();
-                self.select(g, &mut |s| {
-                    *cache.entry(s).or_insert_with(|| self.fits_now(g, s))
-                })
+                let mut cache = FitCache::default();
+                self.select(g, &mut |s| cache.get_or(s, || self.fits_now(g, s)))
             } else {
                 self.select(g, &mut |_| true)
             };
@@ -381,6 +402,9 @@ impl Engine {
     /// under a preempting policy), `None` not at all.
     pub(crate) fn hold_status(&self, g: GroupId, s: ShapeId) -> Option<bool> {
         if self.policy.name != PolicyName::Fair {
+            return Some(false);
+        }
+        if !self.classes.iter().any(|c| c.policy.reserve_ppb > 0) {
             return Some(false);
         }
         let shape = self.shapes.get(s);
@@ -683,7 +707,12 @@ impl Engine {
             let d = self.nodes[leaf.ix()].drr;
             (d.round, d.deficit - self.job(j).cost as i128, d.position)
         });
-        let candidates = self.decision_candidates(leaf, shape_id);
+        let keep_record = self.config.decision_ring > 0;
+        let candidates = if keep_record {
+            self.decision_candidates(leaf, shape_id)
+        } else {
+            Vec::new()
+        };
         let job = self.job(j);
         let attempt = job.attempts + 1;
         let epoch = job.epoch + 1;
@@ -698,27 +727,32 @@ impl Engine {
                 members: *m,
             })
             .collect();
-        self.emit(Event::LeaseGranted {
-            at: now,
-            job: id.clone(),
-            attempt,
-            epoch,
-            expires,
-            placements: placement_events,
-            charges,
-            estimate,
-            policy_version: self.version,
-            borrowed,
-            drr,
-            worker_share,
-        });
+        self.emit_for(
+            j,
+            Event::LeaseGranted {
+                at: now,
+                job: id.clone(),
+                attempt,
+                epoch,
+                expires,
+                placements: placement_events,
+                charges,
+                estimate,
+                policy_version: self.version,
+                borrowed,
+                drr,
+                worker_share,
+            },
+        );
         if backfilled {
             self.stats.backfills += 1;
         }
         let mut workers = Vec::new();
         for (w, m) in placements {
             let worker = &mut self.workers[w.ix()];
-            workers.push(worker.name.clone());
+            if keep_record {
+                workers.push(worker.name.clone());
+            }
             leases.push(Lease {
                 job: id.clone(),
                 worker: worker.name.clone(),
@@ -733,19 +767,19 @@ impl Engine {
                 self.stop_polling(w);
             }
         }
-        let record = DecisionRecord {
-            at: now,
-            policy_version: self.version,
-            tenant: self.tenants[tenant.ix()].name.clone(),
-            class: self.class_name(self.job(j).class).to_string(),
-            job: id,
-            epoch,
-            estimate,
-            workers,
-            candidates,
-            backfilled,
-        };
-        if self.config.decision_ring > 0 {
+        if keep_record {
+            let record = DecisionRecord {
+                at: now,
+                policy_version: self.version,
+                tenant: self.tenants[tenant.ix()].name.clone(),
+                class: self.class_name(self.job(j).class).to_string(),
+                job: id,
+                epoch,
+                estimate,
+                workers,
+                candidates,
+                backfilled,
+            };
             if self.decisions.len() >= self.config.decision_ring {
                 self.decisions.pop_front();
             }
@@ -805,9 +839,9 @@ impl Engine {
                 if !self.class_reserve_owed(g, class) {
                     continue;
                 }
-                let mut cache: FxHashMap<ShapeId, bool> = FxHashMap::default();
+                let mut cache = FitCache::default();
                 let blocked = self.select(g, &mut |s| {
-                    *cache.entry(s).or_insert_with(|| {
+                    cache.get_or(s, || {
                         self.shapes.get(s).class == class && !self.fits_now(g, s)
                     })
                 });
@@ -818,10 +852,8 @@ impl Engine {
             // Guarantees: the policy's next job among those that cannot start, if its tenant is
             // owed its guarantee (tier 0 comes first, so it is found first).
             if self.shape_kind == TreeShape::Hierarchical {
-                let mut cache: FxHashMap<ShapeId, bool> = FxHashMap::default();
-                let blocked = self.select(g, &mut |s| {
-                    *cache.entry(s).or_insert_with(|| !self.fits_now(g, s))
-                });
+                let mut cache = FitCache::default();
+                let blocked = self.select(g, &mut |s| cache.get_or(s, || !self.fits_now(g, s)));
                 if let Some((leaf, s)) = blocked
                     && let Some(j) = self.head_of(leaf, s)
                     && self.within_guarantee(self.job(j).tenant, s)
@@ -976,7 +1008,7 @@ impl Engine {
             epoch: a.epoch,
             reason,
         });
-        self.emit(event);
+        self.emit_for(j, event);
     }
 
     /// The leading queues at the top of the tree for a decision record (bounded).

@@ -82,13 +82,16 @@ impl Engine {
             });
         }
         let expires = now.plus(self.policy.lease);
-        self.emit(Event::LeaseExtended {
-            at: now,
-            job: id.to_string(),
-            epoch,
-            expires,
-            progress,
-        });
+        self.emit_for(
+            j,
+            Event::LeaseExtended {
+                at: now,
+                job: id.to_string(),
+                epoch,
+                expires,
+                progress,
+            },
+        );
         Ok(HeartbeatReply::Continue { expires })
     }
 
@@ -121,10 +124,15 @@ impl Engine {
         };
         self.touch_workers(j, now);
         self.end_attempt(j, now, end, usage, progress);
-        Ok(self
-            .status(id)
-            .map(|s| s.state)
-            .unwrap_or(JobState::Succeeded))
+        Ok(self.state_of(id).unwrap_or(JobState::Succeeded))
+    }
+
+    /// The state of job `id`, live or remembered.
+    fn state_of(&self, id: &str) -> Option<JobState> {
+        match self.job_by_id.get(id) {
+            Some(&j) => Some(self.job(j).state),
+            None => self.finished.get(id).map(|f| f.state),
+        }
     }
 
     /// Decides what follows an attempt's end and emits it.
@@ -145,15 +153,18 @@ impl Engine {
             None
         };
         let id = job.id.to_string();
-        self.emit(Event::AttemptEnded {
-            at: now,
-            job: id,
-            epoch,
-            end,
-            usage,
-            progress,
-            after,
-        });
+        self.emit_for(
+            j,
+            Event::AttemptEnded {
+                at: now,
+                job: id,
+                epoch,
+                end,
+                usage,
+                progress,
+                after,
+            },
+        );
     }
 
     /// What happens to job `j` after an attempt ends with `end`.
@@ -218,10 +229,13 @@ impl Engine {
         };
         match self.job(j).state {
             JobState::Queued | JobState::Deferred => {
-                self.emit(Event::JobCanceled {
-                    at: now,
-                    job: id.to_string(),
-                });
+                self.emit_for(
+                    j,
+                    Event::JobCanceled {
+                        at: now,
+                        job: id.to_string(),
+                    },
+                );
                 Ok(JobState::Canceled)
             }
             JobState::Running => {
@@ -245,7 +259,7 @@ impl Engine {
                 break;
             }
             let id = self.job(j).id.to_string();
-            self.emit(Event::JobEligible { at: now, job: id });
+            self.emit_for(j, Event::JobEligible { at: now, job: id });
             report.eligible += 1;
         }
         while let Some(&(at, j)) = self.expiries.first() {
@@ -276,8 +290,10 @@ impl Engine {
             let job = self.job(j);
             let id = job.id.to_string();
             match self.classes[job.class as usize].policy.on_deadline {
-                DeadlinePolicy::Drop => self.emit(Event::JobExpired { at: now, job: id }),
-                DeadlinePolicy::Downgrade => self.emit(Event::JobDowngraded { at: now, job: id }),
+                DeadlinePolicy::Drop => self.emit_for(j, Event::JobExpired { at: now, job: id }),
+                DeadlinePolicy::Downgrade => {
+                    self.emit_for(j, Event::JobDowngraded { at: now, job: id })
+                }
                 DeadlinePolicy::RunLate => {
                     self.deadlines.remove(&(at, j));
                 }

@@ -30,7 +30,7 @@ pub use state::{Candidate, DecisionRecord, EngineStats, Ledger};
 use crate::config::{ConfigError, PolicyName};
 use crate::event::Event;
 use crate::hash::FxHashMap;
-use crate::ids::{GroupId, JobIdx, NodeIdx, ShapeId, TenantIdx, WorkerIdx};
+use crate::ids::{CHAIN_MAX, Chain, GroupId, JobIdx, NodeIdx, ShapeId, TenantIdx, WorkerIdx};
 use crate::job::{JobState, JobStatus};
 use crate::policy::{DEFAULT_CLASS, Policy};
 use crate::resources::{ResVec, ResourceTable};
@@ -107,6 +107,8 @@ pub struct Engine {
     pub(crate) shapes: ShapeTable,
     pub(crate) groups: GroupTable,
     pub(crate) polling: BTreeMap<GroupId, BTreeSet<WorkerIdx>>,
+    /// Groups with live workers, in id order (kept in step with the group table).
+    pub(crate) live_groups: Vec<GroupId>,
     pub(crate) workers: Vec<Worker>,
     pub(crate) worker_by_name: FxHashMap<String, WorkerIdx>,
     pub(crate) pools: BTreeMap<String, Pool>,
@@ -124,6 +126,8 @@ pub struct Engine {
     /// Measured drain per shape, kept by the shape's description so that it outlives the
     /// shape's id (ids are recycled when no job uses them).
     pub(crate) drain: FxHashMap<crate::shape::ShapeKey, Drain>,
+    /// Measured drain of live shapes.
+    pub(crate) live_drain: FxHashMap<ShapeId, Drain>,
     pub(crate) events: Vec<Event>,
     pub(crate) decisions: VecDeque<DecisionRecord>,
     pub(crate) stats: EngineStats,
@@ -134,6 +138,8 @@ pub struct Engine {
     pub(crate) stop_notices: Vec<StopNotice>,
     /// Set while a snapshot is being restored: queues refill without resetting balances.
     pub(crate) restoring: bool,
+    /// The job the event being applied is about, when its emitter knows it.
+    pub(crate) apply_hint: Option<JobIdx>,
 }
 
 /// A running attempt the engine asked to stop: its worker learns it from its next heartbeat,
@@ -171,6 +177,7 @@ impl Engine {
             shapes: ShapeTable::default(),
             groups: GroupTable::default(),
             polling: BTreeMap::new(),
+            live_groups: Vec::new(),
             workers: Vec::new(),
             worker_by_name: FxHashMap::default(),
             pools: BTreeMap::new(),
@@ -186,6 +193,7 @@ impl Engine {
             drr_position: 0,
             backlog: FxHashMap::default(),
             drain: FxHashMap::default(),
+            live_drain: FxHashMap::default(),
             events: Vec::new(),
             decisions: VecDeque::new(),
             stats: EngineStats::default(),
@@ -195,6 +203,7 @@ impl Engine {
             gang_shapes: 0,
             stop_notices: Vec::new(),
             restoring: false,
+            apply_hint: None,
         };
         let source = policy.source.clone();
         engine.emit(Event::PolicyPublished {
@@ -297,6 +306,13 @@ impl Engine {
         if self.config.capture_events {
             self.events.push(event);
         }
+    }
+
+    /// [`Engine::emit`] for an event about job `j`, sparing `apply` the lookup of its id.
+    pub(crate) fn emit_for(&mut self, j: JobIdx, event: Event) {
+        self.apply_hint = Some(j);
+        self.emit(event);
+        self.apply_hint = None;
     }
 
     /// Notes the current time; time never runs backwards inside the engine.
@@ -638,8 +654,8 @@ impl Engine {
     }
 
     /// `n` and its ancestors below the root, bottom first.
-    pub(crate) fn ancestors(&self, n: NodeIdx) -> Vec<NodeIdx> {
-        let mut out = Vec::new();
+    pub(crate) fn ancestors(&self, n: NodeIdx) -> Chain<NodeIdx, CHAIN_MAX> {
+        let mut out = Chain::default();
         let mut cur = Some(n);
         while let Some(c) = cur {
             if c == NodeIdx(0) {
@@ -652,8 +668,9 @@ impl Engine {
     }
 
     /// The tenant `t` and its ancestors, bottom first.
-    pub(crate) fn tenant_chain(&self, t: TenantIdx) -> Vec<TenantIdx> {
-        let mut out = vec![t];
+    pub(crate) fn tenant_chain(&self, t: TenantIdx) -> Chain<TenantIdx, CHAIN_MAX> {
+        let mut out = Chain::default();
+        out.push(t);
         let mut cur = self.tenants[t.ix()].parent;
         while let Some(p) = cur {
             out.push(p);

@@ -216,19 +216,26 @@ impl Engine {
                 }),
             })
             .collect();
+        let live = self
+            .live_drain
+            .iter()
+            .map(|(s, d)| (self.shapes.get(*s).clone(), *d));
         let mut drain: Vec<(u16, JobSpecShape, Drain)> = self
             .drain
             .iter()
+            .map(|(k, d)| (k.clone(), *d))
+            .chain(live)
             .map(|(k, d)| {
+                let class = k.class;
                 let shape = JobSpecShape {
-                    demand: k.demand.clone(),
-                    requires: k.requires.clone(),
+                    demand: k.demand,
+                    requires: k.requires,
                     class: k.class,
                     preemptible: k.preemptible,
                     gang: k.gang,
                     gang_min: k.gang_min,
                 };
-                (k.class, shape, *d)
+                (class, shape, d)
             })
             .collect();
         drain.sort_by(|a, b| {
@@ -490,7 +497,14 @@ impl Engine {
                 gang: shape.gang,
                 gang_min: shape.gang_min,
             };
-            e.drain.insert(key, *d);
+            match e.shapes.lookup(&key) {
+                Some(id) => {
+                    e.live_drain.insert(id, *d);
+                }
+                None => {
+                    e.drain.insert(key, *d);
+                }
+            }
         }
         e.stats = s.stats;
         e.now = e.now.max(s.now);

@@ -331,9 +331,9 @@ impl Engine {
             return Dur::ZERO;
         }
         let _ = (shape, class);
-        let measured = self
-            .drain
-            .get(key)
+        let measured = shape
+            .and_then(|s| self.live_drain.get(&s))
+            .or_else(|| self.drain.get(key))
             .filter(|d| d.windows > 0)
             .map(|d| d.rate);
         let capacity_rate = self.capacity_drain(key);

@@ -269,7 +269,27 @@ impl Engine {
     /// pass an earlier one that cannot start (reservations protect the order), so the leaf is
     /// indexed under every shape it holds.
     pub(crate) fn reindex_leaf(&mut self, leaf: NodeIdx) {
-        let groups: Vec<GroupId> = self.polling_groups();
+        let head_keyed = matches!(
+            self.policy.name,
+            PolicyName::Wfq | PolicyName::Fifo | PolicyName::Strict | PolicyName::Sjf
+        );
+        if self.policy.backfill == Backfill::None && self.leaf_heads_unchanged(leaf) {
+            // The common case: the head's shape did not change for any group.
+            if head_keyed {
+                let n = self.nodes[leaf.ix()]
+                    .leaf
+                    .as_ref()
+                    .expect("leaf")
+                    .heads
+                    .len();
+                for i in 0..n {
+                    let (g, s) = self.nodes[leaf.ix()].leaf.as_ref().expect("leaf").heads[i];
+                    self.refresh_presence(leaf, g, s);
+                }
+            }
+            return;
+        }
+        let groups: Vec<GroupId> = self.live_groups.clone();
         let old: Vec<(GroupId, ShapeId)> = self.nodes[leaf.ix()]
             .leaf
             .as_ref()
@@ -298,10 +318,6 @@ impl Engine {
                 new.push((g, s));
             }
         }
-        let head_keyed = matches!(
-            self.policy.name,
-            PolicyName::Wfq | PolicyName::Fifo | PolicyName::Strict | PolicyName::Sjf
-        );
         if old == new && !head_keyed {
             return;
         }
@@ -399,10 +415,45 @@ impl Engine {
 
     /// Re-keys node `n` everywhere it is indexed (after its balance or allocation changed).
     pub(crate) fn rekey_node(&mut self, n: NodeIdx) {
-        let entries: Vec<(GroupId, ShapeId)> = self.nodes[n.ix()].counts.keys().copied().collect();
-        for (g, s) in entries {
+        // Usually one or two entries: walk them by position instead of collecting them.
+        let mut next = self.nodes[n.ix()].counts.keys().next().copied();
+        while let Some((g, s)) = next {
             self.refresh_presence(n, g, s);
+            next = self.nodes[n.ix()]
+                .counts
+                .range((
+                    std::ops::Bound::Excluded((g, s)),
+                    std::ops::Bound::Unbounded,
+                ))
+                .next()
+                .map(|(k, _)| *k);
         }
+    }
+
+    /// Whether a strict leaf's head shape is still the same for every live group.
+    fn leaf_heads_unchanged(&mut self, leaf: NodeIdx) -> bool {
+        let mut k = 0;
+        for gi in 0..self.live_groups.len() {
+            let g = self.live_groups[gi];
+            let new = self.leaf_head(leaf, g).map(|h| h.1);
+            let heads = &self.nodes[leaf.ix()].leaf.as_ref().expect("leaf").heads;
+            let old = match heads.get(k) {
+                Some(&(hg, s)) if hg == g => {
+                    k += 1;
+                    Some(s)
+                }
+                _ => None,
+            };
+            if new != old {
+                return false;
+            }
+        }
+        k == self.nodes[leaf.ix()]
+            .leaf
+            .as_ref()
+            .expect("leaf")
+            .heads
+            .len()
     }
 
     /// Re-keys every node (after a change of capacity or policy).
@@ -425,20 +476,19 @@ impl Engine {
             _ => return true,
         };
         let shape = self.shapes.get(s);
-        let need = shape.demand.times(shape.gang_min as u64);
-        let chain = if self.shape_kind == TreeShape::Flat {
-            self.tenant_chain(tenant)
-        } else {
-            vec![tenant]
-        };
-        chain.into_iter().all(|t| {
+        let room = |t: crate::ids::TenantIdx| {
             let tenant = &self.tenants[t.ix()];
             tenant.limit.as_ref().is_none_or(|limit| {
                 let mut after = tenant.alloc.clone();
-                after.add(&need);
+                after.add_times(&shape.demand, shape.gang_min as u64);
                 after.fits_in(limit)
             })
-        })
+        };
+        if self.shape_kind == TreeShape::Flat {
+            self.tenant_chain(tenant).into_iter().all(room)
+        } else {
+            room(tenant)
+        }
     }
 
     /// Whether a tenant's guarantee still covers a job of shape `s` (tier 0 under `fair`): the
@@ -564,10 +614,5 @@ impl Engine {
             }
             node = best?.node;
         }
-    }
-
-    /// Groups that have live workers, in id order (the groups the index covers).
-    pub(crate) fn polling_groups(&self) -> Vec<GroupId> {
-        self.groups.live().collect()
     }
 }
