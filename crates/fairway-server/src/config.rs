@@ -33,7 +33,8 @@ pub struct Limits {
     /// (503 `unavailable` beyond).
     pub request_timeout_ms: u64,
     /// The writer snapshots the engine after this many events since the last snapshot (or
-    /// after as many as there are live jobs, if that is more).
+    /// after as many as there are live jobs, if that is more, and no sooner than ten times
+    /// the last snapshot's duration after it).
     pub snapshot_every_events: u64,
 }
 

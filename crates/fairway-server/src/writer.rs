@@ -299,6 +299,8 @@ pub struct Writer<S: EventStore> {
     waiters: BTreeMap<String, Waiter>,
     deadlines: BTreeSet<(Time, String)>,
     events_since_snapshot: u64,
+    /// When the last snapshot ended, and how long it took: the next one waits ten times that.
+    last_snapshot: (Instant, Duration),
     last_sweep: Instant,
 }
 
@@ -388,6 +390,7 @@ impl<S: EventStore> Writer<S> {
             waiters: BTreeMap::new(),
             deadlines: BTreeSet::new(),
             events_since_snapshot,
+            last_snapshot: (Instant::now(), Duration::ZERO),
             last_sweep: Instant::now(),
         }
     }
@@ -827,16 +830,19 @@ impl<S: EventStore> Writer<S> {
         Ok(())
     }
 
-    /// Whether enough events have been committed since the last snapshot: at least
-    /// [`Limits::snapshot_every_events`], and at least as many as there are live jobs, so that
-    /// the cost of a snapshot (proportional to the state) stays bounded per event.
+    /// Whether a snapshot is due: at least [`Limits::snapshot_every_events`] events, and at
+    /// least as many as there are live jobs, since the last one, and at least ten times as long
+    /// as the last one took. A snapshot's cost grows with the state (finished jobs remembered
+    /// for idempotency included), so this keeps snapshots to about a tenth of the writer's time
+    /// at most, however large the state.
     fn snapshot_due(&self) -> bool {
         let every = self
             .settings
             .limits
             .snapshot_every_events
             .max(self.engine.live_jobs() as u64);
-        self.events_since_snapshot >= every
+        let (ended, took) = self.last_snapshot;
+        self.events_since_snapshot >= every && ended.elapsed() >= took.saturating_mul(10)
     }
 
     /// Snapshots the engine at the last committed LSN (the engine holds exactly the state
@@ -859,6 +865,7 @@ impl<S: EventStore> Writer<S> {
                     "snapshot"
                 );
                 self.events_since_snapshot = 0;
+                self.last_snapshot = (Instant::now(), started.elapsed());
                 Ok(())
             }
             Err(e) => {

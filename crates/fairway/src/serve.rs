@@ -45,7 +45,8 @@ pub struct ServeArgs {
     #[arg(long, env = "FAIRWAY_MAX_BODY_BYTES")]
     max_body_bytes: Option<usize>,
     /// Snapshot the engine after this many committed events (or after as many as there are
-    /// live jobs, if that is more), so that a restart replays only what follows.
+    /// live jobs, if that is more, and no sooner than ten times the last snapshot's duration),
+    /// so that a restart replays only what follows.
     #[arg(long, env = "FAIRWAY_SNAPSHOT_EVERY_EVENTS", default_value_t = 50_000)]
     snapshot_every_events: u64,
 }
