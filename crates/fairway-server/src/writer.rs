@@ -890,3 +890,119 @@ fn ended_job(event: &Event) -> Option<String> {
         _ => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fairway_store::MemStore;
+    use std::sync::mpsc::sync_channel;
+
+    fn settings() -> WriterSettings {
+        WriterSettings {
+            limits: Limits::default(),
+            policy: None,
+            lease_ms: None,
+        }
+    }
+
+    fn offer(worker: &str) -> WorkerOffer {
+        WorkerOffer {
+            worker: worker.into(),
+            pool: "default".into(),
+            capacity: BTreeMap::from([("cpu".to_string(), 4.0)]),
+            labels: BTreeMap::new(),
+            max_jobs: 1,
+        }
+    }
+
+    /// A turn whose commit fails acknowledges nothing: the submission and the long poll that
+    /// got its lease both get `Unavailable`, the writer stops with an error and marks the
+    /// server failed, and after a restart none of the turn is there.
+    #[test]
+    fn a_failed_commit_acknowledges_nothing_and_stops_the_writer() {
+        let mut store = MemStore::new();
+        let disk = store.disk();
+        let (engine, unsnapshotted) =
+            recover(&mut store, &settings(), Time::from_millis(1_000)).unwrap();
+        store.fail_next_commit();
+        let (tx, rx) = sync_channel(16);
+        let shared = Arc::new(Shared::default());
+        shared.ready.store(true, Ordering::Release);
+        let (lease_tx, lease_rx) = oneshot::channel();
+        tx.send(Command::Lease {
+            offer: offer("w1"),
+            wait: Dur::from_secs(10),
+            reply: lease_tx,
+        })
+        .unwrap();
+        let (submit_tx, submit_rx) = oneshot::channel();
+        tx.send(Command::Submit {
+            jobs: vec![SubmitJob {
+                spec: JobSpec::new("j", "acme"),
+                deadline_ms: None,
+                blob: Some(StoredJob::encode(&default_demand(), Some(b"42"))),
+            }],
+            reply: submit_tx,
+        })
+        .unwrap();
+        let writer = Writer::new(engine, unsnapshotted, store, rx, shared.clone(), settings());
+        let result = writer.run();
+        assert!(result.is_err(), "{result:?}");
+        assert_eq!(submit_rx.blocking_recv().unwrap(), Err(Unavailable));
+        assert!(matches!(
+            lease_rx.blocking_recv().unwrap(),
+            Err(Unavailable)
+        ));
+        assert!(shared.failed.load(Ordering::Acquire));
+        assert!(!shared.ready.load(Ordering::Acquire));
+
+        let mut store = MemStore::open(disk);
+        let (engine, _) = recover(&mut store, &settings(), Time::from_millis(2_000)).unwrap();
+        assert!(engine.status("j").is_none());
+        assert_eq!(store.payload("j").unwrap(), None);
+    }
+
+    /// The same turn with a working store answers after the commit: the submission is
+    /// accepted, the parked long poll gets the lease with the job's payload, and both are
+    /// durable.
+    #[test]
+    fn a_turn_answers_after_its_commit() {
+        let mut store = MemStore::new();
+        let disk = store.disk();
+        let (engine, unsnapshotted) =
+            recover(&mut store, &settings(), Time::from_millis(1_000)).unwrap();
+        let (tx, rx) = sync_channel(16);
+        let shared = Arc::new(Shared::default());
+        let (lease_tx, lease_rx) = oneshot::channel();
+        tx.send(Command::Lease {
+            offer: offer("w1"),
+            wait: Dur::from_secs(10),
+            reply: lease_tx,
+        })
+        .unwrap();
+        let (submit_tx, submit_rx) = oneshot::channel();
+        tx.send(Command::Submit {
+            jobs: vec![SubmitJob {
+                spec: JobSpec::new("j", "acme"),
+                deadline_ms: None,
+                blob: Some(StoredJob::encode(&default_demand(), Some(b"42"))),
+            }],
+            reply: submit_tx,
+        })
+        .unwrap();
+        shared.shutdown.store(true, Ordering::Release);
+        let writer = Writer::new(engine, unsnapshotted, store, rx, shared.clone(), settings());
+        writer.run().unwrap();
+        let admissions = submit_rx.blocking_recv().unwrap().unwrap();
+        assert!(admissions[0].is_accepted(), "{admissions:?}");
+        let Ok(LeaseOutcome::Granted(leases)) = lease_rx.blocking_recv().unwrap() else {
+            panic!("no lease");
+        };
+        assert_eq!(leases.len(), 1);
+        assert_eq!(leases[0].payload, serde_json::json!(42));
+
+        let mut store = MemStore::open(disk);
+        let (engine, _) = recover(&mut store, &settings(), Time::from_millis(2_000)).unwrap();
+        assert_eq!(engine.status("j").map(|s| s.state), Some(JobState::Running));
+    }
+}
