@@ -1,6 +1,7 @@
 //! What a simulation measured, and its JSON and text reports (the JSON shape is a contract,
 //! see DESIGN.md "Scenario files").
 
+use crate::report::{Timeline, WaitSample};
 use crate::scenario::{Scenario, SimPool};
 use fairway_core::event::AttemptEnd;
 use fairway_core::{Admission, Dur, Engine, JobState, LeaseError, Time};
@@ -112,6 +113,9 @@ pub struct Metrics {
     engine_stats: Option<fairway_core::EngineStats>,
     unplaceable: u64,
     seed: u64,
+    /// Service, backlog and use per time bucket over the whole run, for the report's plots
+    /// (bounded: at most `report::MAX_BUCKETS` buckets).
+    timeline: Timeline,
 }
 
 fn overlap(a: Time, b: Time, window: (Time, Time)) -> f64 {
@@ -184,6 +188,11 @@ impl Metrics {
             })
             .collect();
         Metrics {
+            // Sized for the run's stop time, or its last arrival (jobs sorted by arrival).
+            timeline: Timeline::new(
+                tenant_names.len(),
+                sc.until.or_else(|| sc.jobs.last().map(|j| j.at)),
+            ),
             policy: sc.policy.name.to_string(),
             backfill: sc.policy.backfill.as_str().to_string(),
             tenants: vec![TenantMetrics::default(); tenant_names.len()],
@@ -228,6 +237,54 @@ impl Metrics {
     /// Jobs that reached an end (finished or refused), for progress reports.
     pub fn closed_jobs(&self) -> u64 {
         self.closed_jobs
+    }
+
+    /// The tenants, in the order of the timeline's per-tenant series.
+    pub fn tenant_names(&self) -> &[String] {
+        &self.tenant_names
+    }
+
+    /// Service, backlog and use per time bucket, for the report's plots.
+    pub fn timeline(&self) -> &Timeline {
+        &self.timeline
+    }
+
+    /// Each tenant's waits, and how many of its accepted jobs never started.
+    pub fn waits_by_tenant(&self) -> Vec<WaitSample<'_>> {
+        let mut unstarted = vec![0; self.tenants.len()];
+        for j in self
+            .jobs
+            .iter()
+            .filter(|j| j.accepted && j.first_start.is_none())
+        {
+            unstarted[j.tenant] += 1;
+        }
+        (self.tenant_names.iter().zip(&self.tenants).zip(unstarted))
+            .map(|((name, t), unstarted)| WaitSample {
+                name,
+                waits_s: &t.waits,
+                unstarted,
+            })
+            .collect()
+    }
+
+    /// Each class's waits, and how many of its accepted jobs never started.
+    pub fn waits_by_class(&self) -> Vec<WaitSample<'_>> {
+        let mut unstarted = vec![0; self.classes.len()];
+        for j in self
+            .jobs
+            .iter()
+            .filter(|j| j.accepted && j.first_start.is_none())
+        {
+            unstarted[j.class] += 1;
+        }
+        (self.class_names.iter().zip(&self.classes).zip(unstarted))
+            .map(|((name, c), unstarted)| WaitSample {
+                name,
+                waits_s: &c.waits,
+                unstarted,
+            })
+            .collect()
     }
 
     /// The clock moved to `t`.
@@ -287,9 +344,11 @@ impl Metrics {
         self.jobs[j].waiting = waiting;
         let window = (self.window.0, self.window_end());
         let now = self.now;
-        let t = &mut self.tenants[self.jobs[j].tenant];
+        let tenant = self.jobs[j].tenant;
+        let t = &mut self.tenants[tenant];
         if t.waiting > 0 {
             t.backlogged += overlap(t.backlog_since, now, window);
+            self.timeline.add_backlog(tenant, t.backlog_since, now);
         }
         t.backlog_since = now;
         if waiting {
@@ -344,16 +403,19 @@ impl Metrics {
     fn integrate_use(&mut self, now: Time) {
         let window = (self.window.0, self.window_end());
         let dt = overlap(self.utilization_since, now, window);
-        if dt > 0.0 {
-            let mut dominant: f64 = 0.0;
-            for (r, u) in &self.used {
+        let mut dominant: f64 = 0.0;
+        for (r, u) in &self.used {
+            if dt > 0.0 {
                 *self.used_integral.entry(r.clone()).or_insert(0.0) += u * dt;
-                if let Some(c) = self.total_capacity.get(r).filter(|c| **c > 0.0) {
-                    dominant = dominant.max(u / c);
-                }
             }
-            self.utilization += dominant.min(1.0) * dt;
+            if let Some(c) = self.total_capacity.get(r).filter(|c| **c > 0.0) {
+                dominant = dominant.max(u / c);
+            }
         }
+        self.utilization += dominant.min(1.0) * dt;
+        // The timeline covers the whole run, not only the measurement window.
+        self.timeline
+            .add_busy(dominant.min(1.0), self.utilization_since, now);
         self.utilization_since = now;
     }
 
@@ -361,8 +423,11 @@ impl Metrics {
         let window = (self.window.0, self.window_end());
         let now = self.now;
         let old = self.jobs[j].rate;
-        let t = &mut self.tenants[self.jobs[j].tenant];
+        let tenant = self.jobs[j].tenant;
+        let t = &mut self.tenants[tenant];
         t.service += t.service_rate * overlap(t.service_since, now, window);
+        self.timeline
+            .add_service(tenant, t.service_rate, t.service_since, now);
         t.service_since = now;
         t.service_rate += rate - old;
         self.integrate_use(now);
@@ -532,15 +597,19 @@ impl Metrics {
         self.end = end;
         self.now = end;
         let window = (self.window.0, self.window_end().min(end));
-        for t in &mut self.tenants {
+        for (i, t) in self.tenants.iter_mut().enumerate() {
             t.service += t.service_rate * overlap(t.service_since, end, window);
+            self.timeline
+                .add_service(i, t.service_rate, t.service_since, end);
             t.service_since = end;
             if t.waiting > 0 {
                 t.backlogged += overlap(t.backlog_since, end, window);
+                self.timeline.add_backlog(i, t.backlog_since, end);
                 t.backlog_since = end;
             }
         }
         self.integrate_use(end);
+        self.timeline.close(end);
         self.engine_stats = Some(engine.stats().clone());
         self.unplaceable = 0;
         for (j, track) in self.jobs.iter().enumerate() {
@@ -570,6 +639,17 @@ impl Metrics {
             .filter(|(i, _)| window > 0.0 && self.tenants[*i].backlogged >= 0.9 * window)
             .map(|(_, n)| n.clone())
             .collect();
+        self.entitled_among(shares, &backlogged)
+    }
+
+    /// Each `backlogged` tenant's entitled share, given every tenant's share of the service
+    /// delivered: what the other tenants did not use, water-filled down the tenant tree (used
+    /// for the whole window here, and for each time bucket by the report).
+    pub(crate) fn entitled_among(
+        &self,
+        shares: &BTreeMap<String, f64>,
+        backlogged: &BTreeSet<String>,
+    ) -> BTreeMap<String, f64> {
         let others: f64 = shares
             .iter()
             .filter(|(n, _)| !backlogged.contains(*n))
@@ -592,7 +672,7 @@ impl Metrics {
         };
         // Active nodes: backlogged tenants and their ancestors.
         let mut active: BTreeSet<String> = BTreeSet::new();
-        for b in &backlogged {
+        for b in backlogged {
             let mut cur = Some(b.as_str());
             while let Some(c) = cur {
                 active.insert(c.to_string());
