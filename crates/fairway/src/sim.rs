@@ -5,18 +5,28 @@
 //! jobs. `--policy replay` runs no scheduler at all: it starts every job at submit + its
 //! recorded wait, which checks the importer against the averages the log recorded.
 //!
-//! Exit codes: 0 success; 2 bad input (an unreadable or malformed scenario or trace, an
-//! unknown option value), with a message naming the file and line.
+//! `--compare fifo,fair` (and `--compare-backfill none,easy`) runs the scenario once per policy
+//! (and backfill mode) and puts the runs side by side: a table of the headline numbers in text,
+//! `{"compare": {"<run>": <the run's document>}}` in JSON. `--report DIR` writes an HTML page
+//! with SVG plots of the run or runs ([`fairway_sim::report`]). Long runs show a progress bar
+//! on stderr, unless stderr is not a terminal, the output is JSON, or `--quiet` is given.
+//!
+//! Exit codes: 0 success; 1 the report could not be written; 2 bad input (an unreadable or
+//! malformed scenario or trace, an unknown option value or policy), with a message naming the
+//! file and line, or the value.
 
 use clap::{Args, ValueEnum};
 use fairway_core::{Backfill, PolicyName};
+use fairway_sim::report::{self, ReportDir};
 use fairway_sim::rlscheduler::{CompatOptions, CompatPolicy, run_compat};
 use fairway_sim::scenario::Overrides;
 use fairway_sim::swf::{SwfTrace, parse_swf_file, recorded_metrics};
 use fairway_sim::trace_metrics::TraceReport;
 use fairway_sim::traces::{TenantKey, TraceOptions, imported_records, set_estimates, trace_source};
 use fairway_sim::{RunOptions, Scenario};
-use serde_json::{Value, json};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use serde_json::{Map, Value, json};
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -81,6 +91,25 @@ pub struct SimArgs {
     /// Compat mode: jobs per sequence.
     #[arg(long)]
     pub seq_len: Option<usize>,
+    /// Run the scenario under each of these policies (comma-separated) and compare them.
+    #[arg(long, value_delimiter = ',', conflicts_with = "policy")]
+    pub compare: Option<Vec<String>>,
+    /// Run the scenario under each of these backfill modes (comma-separated) and compare them.
+    #[arg(long, value_delimiter = ',', conflicts_with = "backfill")]
+    pub compare_backfill: Option<Vec<String>>,
+    /// Write an HTML report with plots to this directory (DIR/index.html).
+    #[arg(long, value_name = "DIR")]
+    pub report: Option<PathBuf>,
+    /// No progress bar, and no note of where the report went.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// One run of a comparison: its label, and the policy and backfill it overrides.
+struct Variant {
+    label: String,
+    policy: Option<PolicyName>,
+    backfill: Option<Backfill>,
 }
 
 fn fail(message: impl std::fmt::Display) -> ExitCode {
@@ -88,10 +117,119 @@ fn fail(message: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(2)
 }
 
+/// The runs the options ask for: one, or one per policy (and backfill mode) compared.
+fn variants(args: &SimArgs) -> Result<Vec<Variant>, String> {
+    let policy = match &args.policy {
+        // `replay` is no engine policy; `run` hands it to `run_replay`.
+        Some(p) if p == REPLAY => None,
+        Some(p) => {
+            Some(PolicyName::parse(p).map_err(|e| format!("{e}, or {REPLAY} with a trace"))?)
+        }
+        None => None,
+    };
+    let backfill = match &args.backfill {
+        Some(b) => Some(Backfill::parse(b)?),
+        None => None,
+    };
+    let mut policies = vec![(None, policy)];
+    if let Some(names) = &args.compare {
+        policies.clear();
+        for name in names {
+            let p = PolicyName::parse(name).map_err(|e| format!("--compare: {e}"))?;
+            if policies.iter().any(|(_, q)| *q == Some(p)) {
+                return Err(format!("--compare: policy {name:?} is named twice"));
+            }
+            policies.push((Some(p.as_str()), Some(p)));
+        }
+        if policies.is_empty() {
+            return Err("--compare: give at least one policy".to_string());
+        }
+    }
+    let mut backfills = vec![(None, backfill)];
+    if let Some(names) = &args.compare_backfill {
+        backfills.clear();
+        for name in names {
+            let b = Backfill::parse(name).map_err(|e| format!("--compare-backfill: {e}"))?;
+            if backfills.iter().any(|(_, c)| *c == Some(b)) {
+                return Err(format!("--compare-backfill: mode {name:?} is named twice"));
+            }
+            backfills.push((Some(b.as_str()), Some(b)));
+        }
+        if backfills.is_empty() {
+            return Err("--compare-backfill: give at least one mode".to_string());
+        }
+    }
+    let mut out = Vec::new();
+    for (p_label, policy) in &policies {
+        for (b_label, backfill) in &backfills {
+            // With --compare-backfill alone, the label still starts with the policy, which is
+            // known only once the scenario is read: `run` fills it in.
+            let label = match (p_label, b_label) {
+                (Some(p), Some(b)) => format!("{p}+{b}"),
+                (Some(p), None) => p.to_string(),
+                (None, Some(b)) => format!("+{b}"),
+                (None, None) => String::new(),
+            };
+            out.push(Variant {
+                label,
+                policy: *policy,
+                backfill: *backfill,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// A progress bar on stderr, hidden when nobody would see it or it would mix with JSON.
+fn progress_bar(args: &SimArgs) -> ProgressBar {
+    let hidden = args.quiet || args.format == Format::Json || !std::io::stderr().is_terminal();
+    let target = if hidden {
+        ProgressDrawTarget::hidden()
+    } else {
+        ProgressDrawTarget::stderr()
+    };
+    let bar = ProgressBar::with_draw_target(None, target);
+    bar.set_style(
+        ProgressStyle::with_template("{prefix:>12} [{bar:30}] {pos}/{len} jobs done ({elapsed})")
+            .expect("a valid template")
+            .progress_chars("=> "),
+    );
+    bar
+}
+
+/// The command line, for the report page.
+fn command_line() -> String {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let quoted: Vec<String> = args
+        .iter()
+        .map(|a| {
+            if !a.is_empty()
+                && a.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_./=,:+".contains(c))
+            {
+                a.clone()
+            } else {
+                format!("'{}'", a.replace('\'', "'\\''"))
+            }
+        })
+        .collect();
+    format!("fairway {}", quoted.join(" "))
+}
+
 pub fn run(args: SimArgs) -> ExitCode {
     if let Some(Compat::Rlscheduler) = args.compat {
+        if args.compare.is_some() || args.compare_backfill.is_some() || args.report.is_some() {
+            return fail(
+                "--compat rlscheduler does not run the engine: --compare, --compare-backfill and --report do not apply",
+            );
+        }
         return run_rlscheduler(&args);
     }
+    let variants = match variants(&args) {
+        Ok(v) => v,
+        Err(e) => return fail(e),
+    };
+    let comparing = args.compare.is_some() || args.compare_backfill.is_some();
     let text = match &args.file {
         Some(file) => match std::fs::read_to_string(file) {
             Ok(text) => text,
@@ -101,51 +239,142 @@ pub fn run(args: SimArgs) -> ExitCode {
         None => return fail("give a scenario file, or --swf FILE"),
     };
     if args.policy.as_deref() == Some(REPLAY) {
+        if args.report.is_some() {
+            return fail("--policy replay runs no scheduler: --report does not apply");
+        }
         return run_replay(&args, &text);
     }
-    // An SWF given on the command line is read first, so that its errors name its own file
-    // and line rather than a scenario.
-    let mut trace = match &args.swf {
-        Some(swf) => match parse_swf_file(swf) {
-            Ok(t) => Some(t),
-            Err(e) => return fail(e),
+    // Found writable before the runs, which may be long.
+    let report_dir = match &args.report {
+        Some(dir) => match ReportDir::create(dir) {
+            Ok(d) => Some(d),
+            Err(e) => {
+                eprintln!(
+                    "fairway sim: --report {}: cannot write there: {e}",
+                    dir.display()
+                );
+                return ExitCode::from(1);
+            }
         },
         None => None,
     };
-    let mut overrides = Overrides {
+    let bar = progress_bar(&args);
+    let mut runs = Vec::new();
+    for variant in &variants {
+        let (scenario, traced) = match prepare(&args, &text, variant) {
+            Ok(p) => p,
+            Err(code) => return code,
+        };
+        let label = if variant.label.is_empty() || variant.label.starts_with('+') {
+            format!("{}{}", scenario.policy.name, variant.label)
+        } else {
+            variant.label.clone()
+        };
+        bar.set_length(scenario.jobs.len() as u64);
+        bar.set_position(0);
+        bar.set_prefix(label.clone());
+        let mut progress = |done: u64, total: u64| {
+            bar.set_length(total);
+            bar.set_position(done);
+        };
+        let metrics = fairway_sim::run(
+            &scenario,
+            RunOptions {
+                events: args.events,
+                progress: Some(&mut progress),
+                ..RunOptions::default()
+            },
+        );
+        let trace_report = traced
+            .as_ref()
+            .map(|(_, options, trace)| TraceReport::from_run(&scenario, &metrics, trace, options));
+        let mut doc = metrics.to_json();
+        if let (Some((path, options, trace)), Some(report)) = (&traced, &trace_report) {
+            doc["trace"] = trace_json(report, path, options, trace);
+        }
+        let text = match (&trace_report, comparing) {
+            (_, true) => String::new(),
+            (Some(report), false) => format!("{}\n{}", metrics.to_text(), report.to_text()),
+            (None, false) => metrics.to_text(),
+        };
+        runs.push((
+            report::Run {
+                label,
+                metrics,
+                doc,
+            },
+            text,
+        ));
+    }
+    bar.finish_and_clear();
+    let (runs, texts): (Vec<report::Run>, Vec<String>) = runs.into_iter().unzip();
+    match (args.format, comparing) {
+        (Format::Json, false) => println!(
+            "{}",
+            serde_json::to_string_pretty(&runs[0].doc).expect("JSON serializes")
+        ),
+        (Format::Json, true) => {
+            let docs: Map<String, Value> = runs
+                .iter()
+                .map(|r| (r.label.clone(), r.doc.clone()))
+                .collect();
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&json!({ "compare": docs })).expect("JSON serializes")
+            );
+        }
+        (Format::Text, false) => print!("{}", texts[0]),
+        (Format::Text, true) => print!("{}", report::compare_text(&runs)),
+    }
+    if let (Some(dir), Some(path)) = (report_dir, &args.report) {
+        let title = match (&args.file, &args.swf) {
+            (Some(f), _) => format!("Fairway simulation: {}", f.display()),
+            (None, Some(swf)) => format!("Fairway simulation: {}", swf.display()),
+            (None, None) => "Fairway simulation".to_string(),
+        };
+        match dir.write(&title, &command_line(), &runs) {
+            Ok(index) => {
+                if !args.quiet {
+                    eprintln!("fairway sim: wrote {}", index.display());
+                }
+            }
+            Err(e) => {
+                eprintln!(
+                    "fairway sim: --report {}: cannot write the report: {e}",
+                    path.display()
+                );
+                return ExitCode::from(1);
+            }
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+/// A scenario under a variant's overrides, with its trace when it has one.
+type Prepared = (Scenario, Option<(PathBuf, TraceOptions, SwfTrace)>);
+
+/// Reads the scenario (and its trace) for one run.
+fn prepare(args: &SimArgs, text: &str, variant: &Variant) -> Result<Prepared, ExitCode> {
+    // An SWF given on the command line is read first, so that its errors name its own file
+    // and line rather than a scenario.
+    let mut trace = match &args.swf {
+        Some(swf) => Some(parse_swf_file(swf).map_err(fail)?),
+        None => None,
+    };
+    let overrides = Overrides {
         seed: args.seed,
         swf: args.swf.clone(),
-        ..Overrides::default()
+        policy: variant.policy,
+        backfill: variant.backfill,
     };
-    if let Some(p) = &args.policy {
-        match PolicyName::parse(p) {
-            Ok(p) => overrides.policy = Some(p),
-            Err(e) => return fail(format!("{e}, or {REPLAY} with a trace")),
-        }
-    }
-    if let Some(b) = &args.backfill {
-        match Backfill::parse(b) {
-            Ok(b) => overrides.backfill = Some(b),
-            Err(e) => return fail(e),
-        }
-    }
-    let mut scenario = match Scenario::from_text(&text, args.file.as_deref(), &overrides) {
-        Ok(s) => s,
-        Err(e) => return fail(e),
-    };
+    let mut scenario = Scenario::from_text(text, args.file.as_deref(), &overrides).map_err(fail)?;
     // The scenario loaded, so its trace (if any) did too.
-    let source = match trace_source(&text, args.file.as_deref(), args.swf.as_deref()) {
-        Ok(source) => source,
-        Err(e) => return fail(e),
-    };
+    let source = trace_source(text, args.file.as_deref(), args.swf.as_deref()).map_err(fail)?;
     let traced = match source {
         Some((path, mut options)) => {
             let trace = match trace.take() {
                 Some(t) => t,
-                None => match parse_swf_file(&path) {
-                    Ok(t) => t,
-                    Err(e) => return fail(e),
-                },
+                None => parse_swf_file(&path).map_err(fail)?,
             };
             if let Some(e) = args.estimates {
                 options.actual_estimates = e == Estimates::Actual;
@@ -159,39 +388,13 @@ pub fn run(args: SimArgs) -> ExitCode {
             Some((path, options, trace))
         }
         None if args.estimates.is_some() => {
-            return fail("--estimates applies to a trace: give --swf FILE or a [trace] section");
+            return Err(fail(
+                "--estimates applies to a trace: give --swf FILE or a [trace] section",
+            ));
         }
         None => None,
     };
-    let metrics = fairway_sim::run(
-        &scenario,
-        RunOptions {
-            events: args.events,
-            ..RunOptions::default()
-        },
-    );
-    let report = traced
-        .as_ref()
-        .map(|(_, options, trace)| TraceReport::from_run(&scenario, &metrics, trace, options));
-    match args.format {
-        Format::Json => {
-            let mut doc = metrics.to_json();
-            if let (Some((path, options, trace)), Some(report)) = (&traced, &report) {
-                doc["trace"] = trace_json(report, path, options, trace);
-            }
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&doc).expect("JSON serializes")
-            );
-        }
-        Format::Text => {
-            print!("{}", metrics.to_text());
-            if let Some(report) = &report {
-                print!("\n{}", report.to_text());
-            }
-        }
-    }
-    ExitCode::SUCCESS
+    Ok((scenario, traced))
 }
 
 /// `--policy replay`: the log's own schedule, and the averages it recorded.
