@@ -461,12 +461,43 @@ fn window_s(doc: &Value) -> (f64, f64) {
     (m[0].as_f64().unwrap_or(0.0), m[1].as_f64().unwrap_or(0.0))
 }
 
-/// The latest end among the runs, in seconds (the shared time axis).
-fn time_axis_s(runs: &[Run]) -> f64 {
-    runs.iter()
-        .map(|r| r.doc["sim_seconds"].as_f64().unwrap_or(0.0))
-        .fold(0.0, f64::max)
-        .max(1e-3)
+/// The time axis the runs share: to the latest end, in a unit that keeps its ticks readable.
+struct TimeAxis {
+    unit: &'static str,
+    /// Seconds per unit.
+    per_s: f64,
+    /// The axis' end, in the unit.
+    max: f64,
+}
+
+impl TimeAxis {
+    fn of(runs: &[Run]) -> TimeAxis {
+        let end_s = runs
+            .iter()
+            .map(|r| r.doc["sim_seconds"].as_f64().unwrap_or(0.0))
+            .fold(0.0, f64::max)
+            .max(1e-3);
+        let (unit, per_s) = match end_s {
+            s if s > 3.0 * 86_400.0 => ("days", 86_400.0),
+            s if s > 3.0 * 3_600.0 => ("h", 3_600.0),
+            s if s > 3.0 * 60.0 => ("min", 60.0),
+            _ => ("s", 1.0),
+        };
+        TimeAxis {
+            unit,
+            per_s,
+            max: end_s / per_s,
+        }
+    }
+
+    /// `seconds` in the axis' unit.
+    fn at(&self, seconds: f64) -> f64 {
+        seconds / self.per_s
+    }
+
+    fn desc(&self) -> String {
+        format!("simulated time ({})", self.unit)
+    }
 }
 
 /// Per bucket: each named tenant's (and the others') share of the service delivered, and its
@@ -566,7 +597,7 @@ fn shade_outside<DB: DrawingBackend>(
 /// (1) Each tenant's share of the service delivered over time, against its entitlement.
 fn share_figure(runs: &[Run]) -> Result<Figure, String> {
     let (named, others) = named_tenants(runs);
-    let t_max = time_axis_s(runs);
+    let axis = TimeAxis::of(runs);
     let labels: Vec<String> = runs.iter().map(|r| r.label.clone()).collect();
     let y_max = 1.05;
     let svg = panels(
@@ -579,12 +610,13 @@ fn share_figure(runs: &[Run]) -> Result<Figure, String> {
                 .margin(10)
                 .x_label_area_size(42)
                 .y_label_area_size(56)
-                .build_cartesian_2d(0f64..t_max, 0f64..y_max)
+                .build_cartesian_2d(0f64..axis.max, 0f64..y_max)
                 .map_err(err)?;
-            shade_outside(&mut chart, window_s(&run.doc), t_max, y_max)?;
+            let (w0, w1) = window_s(&run.doc);
+            shade_outside(&mut chart, (axis.at(w0), axis.at(w1)), axis.max, y_max)?;
             chart
                 .configure_mesh()
-                .x_desc("simulated time (s)")
+                .x_desc(axis.desc())
                 .x_label_formatter(&time_tick)
                 .y_desc("share of service delivered")
                 .y_label_formatter(&percent)
@@ -605,7 +637,7 @@ fn share_figure(runs: &[Run]) -> Result<Figure, String> {
                     s.mid_s
                         .iter()
                         .zip(v)
-                        .map(|(t, y)| y.map(|y| (*t, y)))
+                        .map(|(t, y)| y.map(|y| (axis.at(*t), y)))
                         .collect()
                 };
                 for seg in segments(&points(&s.entitled[k])) {
@@ -786,7 +818,7 @@ fn wait_figure(runs: &[Run], by_class: bool) -> Result<Figure, String> {
 
 /// (4) Utilization over time.
 fn utilization_figure(runs: &[Run]) -> Result<Figure, String> {
-    let t_max = time_axis_s(runs);
+    let axis = TimeAxis::of(runs);
     let labels: Vec<String> = runs.iter().map(|r| r.label.clone()).collect();
     let y_max = 1.05;
     let color = PALETTE[0];
@@ -798,13 +830,14 @@ fn utilization_figure(runs: &[Run]) -> Result<Figure, String> {
             .margin(10)
             .x_label_area_size(42)
             .y_label_area_size(56)
-            .build_cartesian_2d(0f64..t_max, 0f64..y_max)
+            .build_cartesian_2d(0f64..axis.max, 0f64..y_max)
             .map_err(err)?;
-        let window = window_s(&run.doc);
-        shade_outside(&mut chart, window, t_max, y_max)?;
+        let (w0, w1) = window_s(&run.doc);
+        let window = (axis.at(w0), axis.at(w1));
+        shade_outside(&mut chart, window, axis.max, y_max)?;
         chart
             .configure_mesh()
-            .x_desc("simulated time (s)")
+            .x_desc(axis.desc())
             .x_label_formatter(&time_tick)
             .y_desc("busy fraction of the fleet")
             .y_label_formatter(&percent)
@@ -817,7 +850,7 @@ fn utilization_figure(runs: &[Run]) -> Result<Figure, String> {
         let points: Vec<(f64, f64)> = (0..tl.len())
             .filter_map(|b| {
                 let (start, end) = tl.span_s(b);
-                (end > start).then(|| ((start + end) / 2.0, tl.busy(b) / (end - start)))
+                (end > start).then(|| (axis.at((start + end) / 2.0), tl.busy(b) / (end - start)))
             })
             .collect();
         chart
