@@ -20,23 +20,23 @@ use std::collections::BTreeSet;
 pub enum OrderKey {
     /// A fixed key: `(tier, key)`, smaller first. Tier 0 holds jobs with deadlines (key: least
     /// slack), tier 1 the others (key: policy-specific, e.g. negated priority).
-    Fixed(u8, i128),
+    Fixed(u8, i64),
     /// An aging job before its cap: its virtual arrival `enqueued - priority * step` (ns).
-    Ramp(i128),
+    Ramp(i64),
     /// An aging job at its cap: `(priority + cap) * step` (ns), larger first.
-    Flat(i128),
+    Flat(i64),
 }
 
 /// The comparable position of a queue head at one instant: `(tier, key, seq)`, smaller first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct HeadKey(pub u8, pub i128, pub u64);
+pub struct HeadKey(pub u8, pub i64, pub u64);
 
 /// The jobs of one shape in one leaf queue.
 #[derive(Clone, Debug, Default)]
 pub struct SubQueue {
-    fixed: BTreeSet<(u8, i128, u64, JobIdx)>,
-    ramp: BTreeSet<(i128, u64, JobIdx)>,
-    flat: BTreeSet<(i128, u64, JobIdx)>,
+    fixed: BTreeSet<(u8, i64, u64, JobIdx)>,
+    ramp: BTreeSet<(i64, u64, JobIdx)>,
+    flat: BTreeSet<(i64, u64, JobIdx)>,
 }
 
 impl SubQueue {
@@ -45,7 +45,7 @@ impl SubQueue {
         let fresh = match key {
             OrderKey::Fixed(tier, k) => self.fixed.insert((tier, k, seq, job)),
             OrderKey::Ramp(v) => self.ramp.insert((v, seq, job)),
-            OrderKey::Flat(p) => self.flat.insert((-p, seq, job)),
+            OrderKey::Flat(p) => self.flat.insert((p.saturating_neg(), seq, job)),
         };
         assert!(fresh, "job {job:?} entered a sub-queue twice");
     }
@@ -55,7 +55,7 @@ impl SubQueue {
         let found = match key {
             OrderKey::Fixed(tier, k) => self.fixed.remove(&(tier, k, seq, job)),
             OrderKey::Ramp(v) => self.ramp.remove(&(v, seq, job)),
-            OrderKey::Flat(p) => self.flat.remove(&(-p, seq, job)),
+            OrderKey::Flat(p) => self.flat.remove(&(p.saturating_neg(), seq, job)),
         };
         assert!(found, "job {job:?} was not in its sub-queue under {key:?}");
     }
@@ -79,11 +79,11 @@ impl SubQueue {
         if matches!(best, Some((HeadKey(0, _, _), _))) {
             return best;
         }
-        let now = now as i128;
+        let now = now.min(i64::MAX as u64) as i64;
         // A ramp job's effective priority is (now - v) / step; a flat job's is p. Both are
         // compared as "score * step" in ns, negated so that smaller keys come first.
         if let Some(&(v, s, j)) = self.ramp.first() {
-            let candidate = (HeadKey(1, v - now, s), j);
+            let candidate = (HeadKey(1, v.saturating_sub(now), s), j);
             best = Some(best.map_or(candidate, |b| b.min(candidate)));
         }
         if let Some(&(neg_p, s, j)) = self.flat.first() {
@@ -104,7 +104,7 @@ impl SubQueue {
 
     /// The jobs here in order at `now`, at most `limit` of them (for explanations).
     pub fn ordered(&self, now: u64, limit: usize) -> Vec<(HeadKey, JobIdx)> {
-        let now_i = now as i128;
+        let now_i = now.min(i64::MAX as u64) as i64;
         let mut all: Vec<(HeadKey, JobIdx)> = self
             .fixed
             .iter()
@@ -114,7 +114,7 @@ impl SubQueue {
                 self.ramp
                     .iter()
                     .take(limit)
-                    .map(|&(v, s, j)| (HeadKey(1, v - now_i, s), j)),
+                    .map(|&(v, s, j)| (HeadKey(1, v.saturating_sub(now_i), s), j)),
             )
             .chain(
                 self.flat

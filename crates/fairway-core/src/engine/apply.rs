@@ -4,7 +4,7 @@
 //! attempt) was taken by the live engine and is written in the event.
 
 use super::Engine;
-use super::state::{Attempt, Finished, Job, NodeKind};
+use super::state::{Attempt, Finished, Job, NodeKind, to_wns};
 use crate::config::PolicyName;
 use crate::event::{AfterAttempt, AttemptEnd, Event, StopReason};
 use crate::ids::NodeIdx;
@@ -259,8 +259,9 @@ impl Engine {
             .unwrap_or(class_policy.max_attempts)
             .clamp(1, class_policy.max_attempts.max(1));
         let not_before = deferred_until.unwrap_or(at);
+        let id: std::sync::Arc<str> = std::sync::Arc::from(spec.id.as_str());
         self.jobs[j.ix()] = Some(Job {
-            id: spec.id.clone().into_boxed_str(),
+            id: std::sync::Arc::clone(&id),
             tenant,
             class,
             shape,
@@ -279,20 +280,20 @@ impl Engine {
             checkpointable: spec.checkpointable,
             downgraded: false,
             progress: Dur::ZERO,
-            wfq_tag,
+            wfq_tag: to_wns(wfq_tag),
             leaf: NodeIdx(0),
             order: OrderKey::Fixed(1, 0),
-            cost,
-            first_start: None,
+            cost_wns: to_wns(cost),
+            first_start: Time::MAX,
             retry: false,
             digest: spec_digest(spec),
             attempt: None,
         });
-        self.job_by_id.insert(spec.id.clone().into_boxed_str(), j);
+        self.job_by_id.insert(id, j);
         self.live_jobs += 1;
         let t = &mut self.tenants[tenant.ix()];
         t.live_jobs += 1;
-        t.outstanding += cost;
+        t.outstanding += to_wns(cost) as u128 * super::state::COST_UNITS_PER_WNS;
         if let Some(burst) = t.burst {
             let refill = refill(t.rate, t.tokens_at, at);
             t.tokens = (t.tokens + refill).min(burst).saturating_sub(cost);
@@ -431,7 +432,9 @@ impl Engine {
         job.attempts = attempt;
         job.epoch = epoch;
         job.retry = false;
-        job.first_start.get_or_insert(at);
+        if job.first_start == Time::MAX {
+            job.first_start = at;
+        }
         job.attempt = Some(Box::new(Attempt {
             number: attempt,
             epoch,
@@ -486,11 +489,13 @@ impl Engine {
             self.nodes[n.ix()].alloc.sub_times(&demand, 1);
         }
         let mut pool_name = String::new();
+        let mut forget = Vec::new();
         for &(w, m) in &a.placements {
             let part = per_member.times(m as u64);
             let worker = &mut self.workers[w.ix()];
             worker.used.sub_times(&part, 1);
             worker.jobs.remove(&j);
+            let idle_and_gone = worker.group.is_none() && worker.jobs.is_empty();
             pool_name = worker.pool.clone();
             let p = self
                 .pools
@@ -501,6 +506,12 @@ impl Engine {
                 .get_mut(&class)
                 .expect("class usage")
                 .sub_times(&part, 1);
+            if idle_and_gone {
+                forget.push(w);
+            }
+        }
+        for w in forget {
+            self.forget_worker_if_idle(w);
         }
         // Reconcile: charge actual usage instead of the estimate.
         let (more, delta) = if usage >= a.estimate {
@@ -680,7 +691,7 @@ impl Engine {
         }
         let t = &mut self.tenants[job.tenant.ix()];
         t.live_jobs -= 1;
-        t.outstanding -= job.cost;
+        t.outstanding -= job.cost();
         let digest = job.digest;
         if self.config.finished_retention > 0 {
             if self.finished_order.len() >= self.config.finished_retention

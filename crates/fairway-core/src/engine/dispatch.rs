@@ -134,8 +134,7 @@ impl Engine {
     }
 
     pub(crate) fn new_worker(&mut self, name: &str, pool: &str) -> WorkerIdx {
-        let w = WorkerIdx(self.workers.len() as u32);
-        self.workers.push(Worker {
+        let worker = Worker {
             name: name.to_string(),
             pool: pool.to_string(),
             group: None,
@@ -145,9 +144,32 @@ impl Engine {
             polling: false,
             max_jobs_left: 0,
             last_seen: self.now,
-        });
+        };
+        let w = match self.free_workers.pop() {
+            Some(i) => {
+                self.workers[i as usize] = worker;
+                WorkerIdx(i)
+            }
+            None => {
+                self.workers.push(worker);
+                WorkerIdx(self.workers.len() as u32 - 1)
+            }
+        };
         self.worker_by_name.insert(name.to_string(), w);
         w
+    }
+
+    /// Forgets a worker that is neither live nor holding leases, so that workers that come and
+    /// go under new names do not accumulate.
+    pub(crate) fn forget_worker_if_idle(&mut self, w: WorkerIdx) {
+        let worker = &mut self.workers[w.ix()];
+        if worker.group.is_some() || !worker.jobs.is_empty() || worker.name.is_empty() {
+            return;
+        }
+        self.worker_by_name.remove(&worker.name);
+        worker.name.clear();
+        worker.pool.clear();
+        self.free_workers.push(w.0);
     }
 
     fn worker_join(&mut self, w: WorkerIdx, g: GroupId, pool: &str, capacity: ResVec) {
@@ -218,6 +240,7 @@ impl Engine {
             }
             self.worker_ttl.remove(&(at, w));
             self.worker_leave(w);
+            self.forget_worker_if_idle(w);
         }
     }
 
@@ -346,7 +369,7 @@ impl Engine {
     /// DRR: may queue `leaf` send its head `j` in its current round? If not, it moves to the
     /// round in which its deficit will cover the head's cost.
     fn drr_may_send(&mut self, leaf: NodeIdx, j: JobIdx) -> bool {
-        let cost = self.job(j).cost as i128;
+        let cost = self.job(j).cost() as i128;
         let quantum = (self.nodes[leaf.ix()].weight.scale(1_000_000) as i128)
             .saturating_mul(self.policy.quantum as i128)
             / 1_000_000;
@@ -705,7 +728,7 @@ impl Engine {
             .min(u64::MAX as u128) as u64;
         let drr = (self.policy.name == PolicyName::Drr).then(|| {
             let d = self.nodes[leaf.ix()].drr;
-            (d.round, d.deficit - self.job(j).cost as i128, d.position)
+            (d.round, d.deficit - self.job(j).cost() as i128, d.position)
         });
         let keep_record = self.config.decision_ring > 0;
         let candidates = if keep_record {

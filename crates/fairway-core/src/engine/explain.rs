@@ -291,7 +291,12 @@ impl Engine {
         g: GroupId,
         s: crate::ids::ShapeId,
     ) -> Vec<(String, f64)> {
-        let top = self.ancestors(leaf).as_slice().last().copied().unwrap_or(leaf);
+        let top = self
+            .ancestors(leaf)
+            .as_slice()
+            .last()
+            .copied()
+            .unwrap_or(leaf);
         let Some(mine) = self.nodes[top.ix()].keyed.get(&(g, s)).copied() else {
             return Vec::new();
         };

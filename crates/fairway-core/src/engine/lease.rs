@@ -198,7 +198,7 @@ impl Engine {
                     } else {
                         tenant.retry_used
                     };
-                    if used + job.cost > budget {
+                    if used + job.cost() > budget {
                         return AfterAttempt::Done(JobState::Failed);
                     }
                 }

@@ -35,7 +35,8 @@ struct SnapshotV1 {
     classes: Vec<ClassSnap>,
     tenants: Vec<TenantSnap>,
     nodes: Vec<NodeSnap>,
-    workers: Vec<(String, String)>,
+    workers: Vec<(u32, String, String)>,
+    worker_slots: u32,
     pools: Vec<(String, Ledger)>,
     jobs: Vec<JobSnap>,
     free_jobs: Vec<u32>,
@@ -194,10 +195,10 @@ impl Engine {
                 checkpointable: j.checkpointable,
                 downgraded: j.downgraded,
                 progress: j.progress,
-                wfq_tag: j.wfq_tag,
+                wfq_tag: j.wfq_tag as u128,
                 order: j.order,
-                cost: j.cost,
-                first_start: j.first_start,
+                cost: j.cost(),
+                first_start: (j.first_start != Time::MAX).then_some(j.first_start),
                 retry: j.retry,
                 digest: j.digest,
                 attempt: j.attempt.as_ref().map(|a| AttemptSnap {
@@ -300,8 +301,11 @@ impl Engine {
             workers: self
                 .workers
                 .iter()
-                .map(|w| (w.name.clone(), w.pool.clone()))
+                .enumerate()
+                .filter(|(_, w)| !w.name.is_empty())
+                .map(|(i, w)| (i as u32, w.name.clone(), w.pool.clone()))
                 .collect(),
+            worker_slots: self.workers.len() as u32,
             pools: self
                 .pools
                 .iter()
@@ -430,9 +434,26 @@ impl Engine {
                 NodeKind::Root => {}
             }
         }
-        for (name, pool) in &s.workers {
-            e.new_worker(name, pool);
+        // Worker slots keep their indices (attempts name them); gaps are free slots.
+        for i in 0..s.worker_slots {
+            let placeholder = format!("\u{0}{i}");
+            e.new_worker(&placeholder, "");
+            e.worker_by_name.remove(&placeholder);
+            e.workers[i as usize].name.clear();
         }
+        for (i, name, pool) in &s.workers {
+            let w = e
+                .workers
+                .get_mut(*i as usize)
+                .ok_or("snapshot worker slot out of range")?;
+            w.name = name.clone();
+            w.pool = pool.clone();
+            e.worker_by_name.insert(name.clone(), WorkerIdx(*i));
+        }
+        e.free_workers = (0..s.worker_slots)
+            .rev()
+            .filter(|i| e.workers[*i as usize].name.is_empty())
+            .collect();
         for (name, ledger) in &s.pools {
             e.pools.entry(name.clone()).or_default().ledger = ledger.clone();
         }
@@ -457,9 +478,10 @@ impl Engine {
             e.enqueue(j);
         }
         for f in &s.finished {
-            e.finished_order.push_back(f.id.clone().into_boxed_str());
+            let id: std::sync::Arc<str> = std::sync::Arc::from(f.id.as_str());
+            e.finished_order.push_back(std::sync::Arc::clone(&id));
             e.finished.insert(
-                f.id.clone().into_boxed_str(),
+                id,
                 Finished {
                     tenant: TenantIdx(f.tenant),
                     class: f.class,
@@ -556,7 +578,7 @@ impl Engine {
             .get_mut(idx.ix())
             .ok_or("snapshot job slot out of range")?;
         *slot = Some(Job {
-            id: j.id.clone().into_boxed_str(),
+            id: std::sync::Arc::from(j.id.as_str()),
             tenant,
             class: j.shape.class,
             shape,
@@ -575,11 +597,11 @@ impl Engine {
             checkpointable: j.checkpointable,
             downgraded: j.downgraded,
             progress: j.progress,
-            wfq_tag: j.wfq_tag,
+            wfq_tag: super::state::to_wns(j.wfq_tag),
             leaf: NodeIdx(0),
             order: j.order,
-            cost: j.cost,
-            first_start: j.first_start,
+            cost_wns: super::state::to_wns(j.cost),
+            first_start: j.first_start.unwrap_or(Time::MAX),
             retry: j.retry,
             digest: j.digest,
             attempt: j.attempt.as_ref().map(|a| {
@@ -604,11 +626,12 @@ impl Engine {
                 })
             }),
         });
-        self.job_by_id.insert(j.id.clone().into_boxed_str(), idx);
+        let id = std::sync::Arc::clone(&self.jobs[idx.ix()].as_ref().expect("restored").id);
+        self.job_by_id.insert(id, idx);
         self.live_jobs += 1;
         let t = &mut self.tenants[tenant.ix()];
         t.live_jobs += 1;
-        t.outstanding += j.cost;
+        t.outstanding += super::state::to_wns(j.cost) as u128 * super::state::COST_UNITS_PER_WNS;
         Ok(())
     }
 
@@ -696,7 +719,7 @@ impl Engine {
                 j.progress.0,
                 j.not_before.0,
                 j.deadline.0,
-                j.cost
+                j.cost()
             );
             if let Some(a) = &j.attempt {
                 let workers: Vec<String> = a

@@ -14,7 +14,8 @@ use std::collections::{BTreeMap, BTreeSet};
 /// A live job (waiting, deferred or running).
 #[derive(Clone, Debug)]
 pub(crate) struct Job {
-    pub id: Box<str>,
+    /// Shared with the id index, so that the id is stored once.
+    pub id: std::sync::Arc<str>,
     pub tenant: TenantIdx,
     pub class: u16,
     pub shape: ShapeId,
@@ -38,18 +39,37 @@ pub(crate) struct Job {
     pub downgraded: bool,
     /// Work done by earlier attempts (checkpoints).
     pub progress: Dur,
-    pub wfq_tag: u128,
+    /// WFQ virtual finish tag, in worker-nanoseconds per unit of weight.
+    pub wfq_tag: u64,
     /// Its leaf queue and key there, while queued.
     pub leaf: NodeIdx,
     pub order: OrderKey,
     /// Estimated cost counted in its tenant's outstanding work.
-    pub cost: u128,
-    pub first_start: Option<Time>,
+    pub cost_wns: u64,
+    /// `Time::MAX` until it first starts.
+    pub first_start: Time,
     /// Whether the job re-entered after a failure (spends retry budget when it starts).
     pub retry: bool,
     /// Digest of the submitted spec (to tell a resubmission from a reused id).
     pub digest: u64,
     pub attempt: Option<Box<Attempt>>,
+}
+
+impl Job {
+    /// Estimated cost counted in its tenant's outstanding work, in cost units.
+    #[inline]
+    pub fn cost(&self) -> u128 {
+        self.cost_wns as u128 * COST_UNITS_PER_WNS
+    }
+}
+
+/// Cost units (see `policy::COST_PER_WORKER_SECOND`) per worker-nanosecond: jobs keep their
+/// cost in worker-nanoseconds, which is exact enough and fits 64 bits for 584 worker-years.
+pub(crate) const COST_UNITS_PER_WNS: u128 = 1_000_000_000;
+
+/// Cost units to worker-nanoseconds, saturating.
+pub(crate) fn to_wns(cost: u128) -> u64 {
+    (cost / COST_UNITS_PER_WNS).min(u64::MAX as u128) as u64
 }
 
 /// A running attempt.

@@ -16,6 +16,11 @@ use crate::queue::{HeadKey, OrderKey};
 use crate::resources::SHARE_SCALE;
 use crate::time::Time;
 
+/// An order key, saturated into 64 bits (keys are nanoseconds, or priorities times aging steps).
+fn key(x: i128) -> i64 {
+    x.clamp(i64::MIN as i128, i64::MAX as i128) as i64
+}
+
 impl Engine {
     /// How job `j` is ordered inside its leaf queue, entering it now.
     fn order_key(&mut self, j: JobIdx) -> OrderKey {
@@ -23,18 +28,19 @@ impl Engine {
         let job = self.job(j);
         let class = &self.classes[job.class as usize].policy;
         match self.policy.name {
-            PolicyName::Strict => {
-                OrderKey::Fixed(1, -((class.priority as i128) << 32) - job.priority as i128)
-            }
-            PolicyName::Sjf => OrderKey::Fixed(1, job.estimate.0 as i128),
+            PolicyName::Strict => OrderKey::Fixed(
+                1,
+                key(-((class.priority as i128) << 32) - job.priority as i128),
+            ),
+            PolicyName::Sjf => OrderKey::Fixed(1, key(job.estimate.0 as i128)),
             PolicyName::Fair => {
                 if job.deadline != Time::MAX && !job.downgraded {
                     // Least slack first: deadline - estimated remaining work; `now` is common to all.
                     let remaining = job.estimate.minus(job.progress);
-                    return OrderKey::Fixed(0, job.deadline.0 as i128 - remaining.0 as i128);
+                    return OrderKey::Fixed(0, key(job.deadline.0 as i128 - remaining.0 as i128));
                 }
                 match class.aging_step {
-                    None => OrderKey::Fixed(1, -(job.priority as i128)),
+                    None => OrderKey::Fixed(1, key(-(job.priority as i128))),
                     Some(step) => {
                         let step = step.0 as i128;
                         let base = job.priority as i128 * step;
@@ -46,13 +52,13 @@ impl Engine {
                                     .0
                                     .saturating_add((cap as u64).saturating_mul(step as u64));
                                 if now.0 >= cap_at {
-                                    OrderKey::Flat(base + cap as i128 * step)
+                                    OrderKey::Flat(key(base + cap as i128 * step))
                                 } else {
                                     self.caps.insert((Time(cap_at), j));
-                                    OrderKey::Ramp(entered - base)
+                                    OrderKey::Ramp(key(entered - base))
                                 }
                             }
-                            None => OrderKey::Ramp(entered - base),
+                            None => OrderKey::Ramp(key(entered - base)),
                         }
                     }
                 }
@@ -127,7 +133,7 @@ impl Engine {
             return;
         }
         self.queued_jobs += 1;
-        let cost = self.job(j).cost;
+        let cost = self.job(j).cost();
         let b = self.backlog.entry((class, shape)).or_default();
         b.queued_cost += cost;
         b.queued_jobs += 1;
@@ -158,7 +164,7 @@ impl Engine {
                 job.order,
                 job.seq,
                 job.class,
-                job.cost,
+                job.cost(),
                 job.deadline,
                 job.estimate,
                 job.progress,
@@ -528,7 +534,7 @@ impl Engine {
                     .and_then(|q| q.subqueues.get(&s))
                     .and_then(|sub| sub.head(self.now.0));
                 match head {
-                    Some((HeadKey(t, k, seq), _)) => (t, (k as u128) ^ (1u128 << 127), seq),
+                    Some((HeadKey(t, k, seq), _)) => (t, ((k as u64) ^ (1u64 << 63)) as u128, seq),
                     None => (u8::MAX, u128::MAX, u64::MAX),
                 }
             }
@@ -540,7 +546,7 @@ impl Engine {
                     .as_ref()
                     .and_then(|q| q.subqueues.get(&s))
                     .and_then(|sub| sub.head(self.now.0))
-                    .map(|(_, j)| self.job(j).wfq_tag)
+                    .map(|(_, j)| self.job(j).wfq_tag as u128)
                     .unwrap_or(u128::MAX);
                 let _ = g;
                 (0, tag, 0)
