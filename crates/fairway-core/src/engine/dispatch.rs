@@ -564,10 +564,12 @@ impl Engine {
         Some((placements, borrowed))
     }
 
-    /// The attempts running on worker `w` with the instant each is expected to end (an
-    /// attempt past its estimate is expected to end at any moment).
+    /// The attempts running on worker `w` with the instant each is expected to end. An attempt
+    /// past its estimate is expected to run as long again as it has overrun (at least a
+    /// millisecond): assuming it ends at once would pin the next reservation to now, leaving
+    /// only spare capacity to backfill for as long as the overrun lasts.
     fn expected_ends(&self, w: WorkerIdx) -> Vec<(Time, ResVec)> {
-        let soon = self.now.plus(Dur(1));
+        let now = self.now;
         self.workers[w.ix()]
             .jobs
             .iter()
@@ -580,7 +582,12 @@ impl Engine {
                     .find(|(pw, _)| *pw == w)
                     .map(|(_, m)| *m)
                     .unwrap_or(0);
-                let end = a.started.plus(a.estimate).max(soon);
+                let due = a.started.plus(a.estimate);
+                let end = if due > now {
+                    due
+                } else {
+                    now.plus(now.since(due).max(Dur::from_millis(1)))
+                };
                 Some((end, self.shapes.get(job.shape).demand.times(members as u64)))
             })
             .collect()
