@@ -3,13 +3,15 @@
 //!
 //! A backend plugs in through [`Backend`] (make a store, restart it, inject a failure, damage a
 //! record); [`conformance_tests!`](crate::conformance_tests) turns the suite into one `#[test]`
-//! per check. The suite knows nothing about any backend, so the PostgreSQL backend will run the
-//! same checks.
+//! per check. The suite knows nothing about any backend: [`MemBackend`], [`RedbBackend`] and
+//! [`PgBackend`] run the same checks (the last only where `FAIRWAY_TEST_POSTGRES` names a
+//! server; elsewhere each of its tests prints "skipped").
 //!
 //! Hidden from the docs: it is test support, public only so that `tests/` (and other crates'
 //! tests) can use it.
 
-use crate::{Batch, EventStore, Lsn, MemDisk, MemStore, RedbStore, StoreError};
+use crate::postgres::testing::TestDb;
+use crate::{Batch, EventStore, Fence, Lsn, MemDisk, MemStore, PgStore, RedbStore, StoreError};
 use fairway_core::event::{AfterAttempt, AttemptEnd, Placement, StopReason};
 use fairway_core::{Dur, Event, JobSpec, JobState, Time};
 use std::path::{Path, PathBuf};
@@ -41,6 +43,11 @@ pub trait Backend {
     fn tamper(&mut self, store: Self::Store, lsn: Lsn, how: Tamper) -> Self::Store;
     /// How many event records the storage physically holds.
     fn stored_event_count(&mut self, store: &Self::Store) -> u64;
+    /// Whether the backend can run here (a database server may be missing); the suite prints
+    /// "skipped" and passes when it cannot.
+    fn available(&self) -> bool {
+        true
+    }
 }
 
 /// [`Backend`] for [`MemStore`].
@@ -114,6 +121,79 @@ impl Backend for RedbBackend {
     }
     fn stored_event_count(&mut self, store: &RedbStore) -> u64 {
         store.stored_event_count().expect("count events")
+    }
+}
+
+/// [`Backend`] for [`PgStore`]: one database per test (dropped at the end, even on failure),
+/// one schema per store within it, each store the leader of its schema's leader row (term 1).
+/// A restart reopens the store under the same fence, as a replica that keeps its term does.
+#[derive(Debug)]
+pub struct PgBackend {
+    db: Option<TestDb>,
+    next_schema: u64,
+    /// The URL of each store's schema, by its fence's holder.
+    urls: Vec<(String, String)>,
+}
+
+impl PgBackend {
+    /// A backend on a new database of the server named by `FAIRWAY_TEST_POSTGRES`; unavailable
+    /// (and every test "skipped") without it.
+    pub fn from_env(test: &str) -> PgBackend {
+        PgBackend {
+            db: TestDb::create(test),
+            next_schema: 0,
+            urls: Vec::new(),
+        }
+    }
+
+    fn url_of(&self, store: &PgStore) -> String {
+        let holder = &store.fence_of().holder;
+        self.urls
+            .iter()
+            .find(|(h, _)| h == holder)
+            .map(|(_, url)| url.clone())
+            .expect("a store this backend made")
+    }
+}
+
+impl Backend for PgBackend {
+    type Store = PgStore;
+    fn fresh(&mut self) -> PgStore {
+        let db = self.db.as_ref().expect("a test database");
+        self.next_schema += 1;
+        let schema = format!("s{}", self.next_schema);
+        db.create_schema(&schema);
+        let url = db.url_with_schema(&schema);
+        let holder = format!("conformance-{schema}");
+        let store = PgStore::open_leading(&url, &holder, "http://conformance.invalid", 600_000)
+            .expect("open a fresh PostgreSQL store");
+        self.urls.push((holder, url));
+        store
+    }
+    fn reopen(&mut self, store: PgStore) -> PgStore {
+        let url = self.url_of(&store);
+        let fence: Fence = store.fence_of().clone();
+        drop(store);
+        PgStore::open(&url, fence).expect("reopen a PostgreSQL store")
+    }
+    fn fail_next_commit(&mut self, store: &mut PgStore) {
+        store.fail_next_commit();
+    }
+    fn tamper(&mut self, store: PgStore, lsn: Lsn, how: Tamper) -> PgStore {
+        let found = match how {
+            Tamper::FlipEventBit => store.tamper(lsn, false, false),
+            Tamper::RemoveEvent => store.tamper(lsn, false, true),
+            Tamper::FlipSnapshotBit => store.tamper(lsn, true, false),
+        }
+        .expect("tamper with a PostgreSQL store");
+        assert!(found, "no record at LSN {lsn} to tamper with");
+        self.reopen(store)
+    }
+    fn stored_event_count(&mut self, store: &PgStore) -> u64 {
+        store.stored_event_count().expect("count events")
+    }
+    fn available(&self) -> bool {
+        self.db.is_some()
     }
 }
 
@@ -569,6 +649,8 @@ fn outcome<T>(result: Result<T, StoreError>) -> Result<T, &'static str> {
         StoreError::CorruptSnapshot { .. } => "corrupt snapshot",
         StoreError::CorruptPayload { .. } => "corrupt payload",
         StoreError::NewerFormat { .. } => "newer format",
+        StoreError::NewerSchema { .. } => "newer schema",
+        StoreError::Deposed { .. } => "deposed",
         StoreError::Encode(_) => "encode",
         StoreError::Invalid(_) => "invalid",
         StoreError::Poisoned => "poisoned",
@@ -646,43 +728,83 @@ macro_rules! conformance_tests {
     ($backend:expr) => {
         #[test]
         fn round_trip() {
-            $crate::conformance::round_trip(&mut $backend);
+            let mut backend = $backend;
+            if !$crate::conformance::Backend::available(&backend) {
+                return;
+            }
+            $crate::conformance::round_trip(&mut backend);
         }
         #[test]
         fn lsn_contiguity() {
-            $crate::conformance::lsn_contiguity(&mut $backend);
+            let mut backend = $backend;
+            if !$crate::conformance::Backend::available(&backend) {
+                return;
+            }
+            $crate::conformance::lsn_contiguity(&mut backend);
         }
         #[test]
         fn empty_batches() {
-            $crate::conformance::empty_batches(&mut $backend);
+            let mut backend = $backend;
+            if !$crate::conformance::Backend::available(&backend) {
+                return;
+            }
+            $crate::conformance::empty_batches(&mut backend);
         }
         #[test]
         fn payloads() {
-            $crate::conformance::payloads(&mut $backend);
+            let mut backend = $backend;
+            if !$crate::conformance::Backend::available(&backend) {
+                return;
+            }
+            $crate::conformance::payloads(&mut backend);
         }
         #[test]
         fn snapshot_and_pruning() {
-            $crate::conformance::snapshot_and_pruning(&mut $backend);
+            let mut backend = $backend;
+            if !$crate::conformance::Backend::available(&backend) {
+                return;
+            }
+            $crate::conformance::snapshot_and_pruning(&mut backend);
         }
         #[test]
         fn snapshot_arguments_checked() {
-            $crate::conformance::snapshot_arguments_checked(&mut $backend);
+            let mut backend = $backend;
+            if !$crate::conformance::Backend::available(&backend) {
+                return;
+            }
+            $crate::conformance::snapshot_arguments_checked(&mut backend);
         }
         #[test]
         fn poisoning_after_failed_commit() {
-            $crate::conformance::poisoning_after_failed_commit(&mut $backend);
+            let mut backend = $backend;
+            if !$crate::conformance::Backend::available(&backend) {
+                return;
+            }
+            $crate::conformance::poisoning_after_failed_commit(&mut backend);
         }
         #[test]
         fn corrupted_record_detected() {
-            $crate::conformance::corrupted_record_detected(&mut $backend);
+            let mut backend = $backend;
+            if !$crate::conformance::Backend::available(&backend) {
+                return;
+            }
+            $crate::conformance::corrupted_record_detected(&mut backend);
         }
         #[test]
         fn missing_record_detected() {
-            $crate::conformance::missing_record_detected(&mut $backend);
+            let mut backend = $backend;
+            if !$crate::conformance::Backend::available(&backend) {
+                return;
+            }
+            $crate::conformance::missing_record_detected(&mut backend);
         }
         #[test]
         fn corrupted_snapshot_detected() {
-            $crate::conformance::corrupted_snapshot_detected(&mut $backend);
+            let mut backend = $backend;
+            if !$crate::conformance::Backend::available(&backend) {
+                return;
+            }
+            $crate::conformance::corrupted_snapshot_detected(&mut backend);
         }
     };
 }

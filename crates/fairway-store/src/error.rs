@@ -54,6 +54,22 @@ pub enum StoreError {
         /// The newest format version this build reads.
         supported: u64,
     },
+    /// The PostgreSQL database has a schema version newer than this build knows.
+    NewerSchema {
+        /// The version found in `fairway_schema`.
+        found: i64,
+        /// The newest version this build reads.
+        supported: i64,
+    },
+    /// This replica no longer leads: the leader row names another holder or a higher term, so
+    /// the write was rolled back (nothing of it is durable). The replica must stop
+    /// acknowledging, and rebuild from the database if it wins a later term.
+    Deposed {
+        /// The term this store wrote under (0 when it never won one).
+        term: u64,
+        /// What was found.
+        message: String,
+    },
     /// A record could not be encoded (it is too large to frame).
     Encode(CodecError),
     /// The caller asked for something the store's invariants forbid (a bug in the caller).
@@ -99,6 +115,16 @@ impl fmt::Display for StoreError {
                 f,
                 "the data directory has format version {found}, newer than this build reads \
                  (up to {supported}); run a newer fairway"
+            ),
+            StoreError::NewerSchema { found, supported } => write!(
+                f,
+                "the database has fairway schema version {found}, newer than this build reads \
+                 (up to {supported}); run a newer fairway"
+            ),
+            StoreError::Deposed { term, message } => write!(
+                f,
+                "deposed: this replica no longer leads (its term was {term}): {message}; \
+                 nothing was written"
             ),
             StoreError::Encode(e) => write!(f, "cannot encode a record: {e}"),
             StoreError::Invalid(why) => write!(f, "invalid store request: {why}"),

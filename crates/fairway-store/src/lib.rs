@@ -6,9 +6,10 @@
 //! acknowledged before it returns. On start, [`EventStore::recover`] returns the latest snapshot
 //! and the events after it, which the engine replays.
 //!
-//! Backends: [`RedbStore`] (embedded, the default: one redb file in a data directory) and
-//! [`MemStore`] (in memory, the reference model, with fault injection for simulation). Both pass
-//! the same [`conformance`] suite. `docs/store.md` argues why a crash at any point of a commit
+//! Backends: [`RedbStore`] (embedded, the default: one redb file in a data directory),
+//! [`PgStore`] (PostgreSQL: several server replicas on one database, every write fenced by the
+//! leader's term, see [`postgres`]) and [`MemStore`] (in memory, the reference model, with fault
+//! injection for simulation). All pass the same [`conformance`] suite. `docs/store.md` argues why a crash at any point of a commit
 //! loses nothing acknowledged.
 //!
 //! **Architecture invariant:** the store persists only the record types of [`codec`], framed and
@@ -24,12 +25,14 @@ pub mod codec;
 pub mod conformance;
 mod error;
 mod mem;
+pub mod postgres;
 mod redb_store;
 
 pub use codec::{CodecError, decode_event, encode_event};
 pub use error::{CorruptReason, StoreError};
 pub use fairway_core::Event;
 pub use mem::{MemDisk, MemStore};
+pub use postgres::{Fence, LeaderRow, Leadership, PgStore};
 #[doc(hidden)]
 pub use redb_store::set_format_version_for_test;
 pub use redb_store::{DB_FILE_NAME, FORMAT_VERSION, RedbStore};
@@ -112,6 +115,15 @@ pub trait EventStore: Send {
 
     /// The LSN of the last committed event (0 before the first). Durable: it survives reopening.
     fn last_lsn(&self) -> Lsn;
+
+    /// Confirms that this store may still write, durably, as a commit would: for a backend
+    /// fenced by a leader term ([`PgStore`]), a transaction that checks the term (and
+    /// [`StoreError::Deposed`] when another replica has taken over); for a single-writer
+    /// backend, nothing. The server calls it before answering a turn that committed nothing
+    /// (reads, refusals), so that a deposed leader answers nothing at all. An error poisons.
+    fn fence(&mut self) -> Result<(), StoreError> {
+        Ok(())
+    }
 }
 
 /// Checks the arguments of [`EventStore::put_snapshot`], shared by every backend.

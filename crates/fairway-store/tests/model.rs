@@ -1,13 +1,16 @@
 //! Model-based property test: random operation sequences (batches of random events and payloads,
-//! snapshots, failing commits, restarts, reads) run against RedbStore and the MemStore model,
-//! comparing every answer and every `recover()` (`conformance::check_against_model`).
+//! snapshots, failing commits, restarts, reads) run against RedbStore and PgStore and the
+//! MemStore model, comparing every answer and every `recover()` (`conformance::check_against_model`).
+//! The PostgreSQL run needs `FAIRWAY_TEST_POSTGRES` and says "skipped" without it.
 
 mod common;
 
 use fairway_store::Batch;
-use fairway_store::conformance::{self, Op, RedbBackend};
+use fairway_store::conformance::{self, Backend, Op, PgBackend, RedbBackend};
 use proptest::collection::vec;
 use proptest::prelude::*;
+use proptest::test_runner::TestRunner;
+use std::cell::RefCell;
 
 /// A few job ids, so that puts, deletes and reads of the same payload collide often.
 fn job() -> impl Strategy<Value = String> {
@@ -46,5 +49,26 @@ proptest! {
     #[test]
     fn redb_matches_the_model(ops in vec(op(), 1..40)) {
         conformance::check_against_model(&mut RedbBackend::default(), &ops);
+    }
+}
+
+// Proves: PgStore answers every operation of any sequence as the MemStore model does. The
+// same strategy as above, run by hand so that the test's database (one schema per case) is
+// dropped when the test ends, whatever the outcome.
+#[test]
+fn postgres_matches_the_model() {
+    let backend = PgBackend::from_env("postgres_matches_the_model");
+    if !backend.available() {
+        return;
+    }
+    let backend = RefCell::new(backend);
+    // Each case is a few dozen round trips to the database; 24 cases keep it to seconds.
+    let mut runner = TestRunner::new(ProptestConfig::with_cases(24));
+    let result = runner.run(&vec(op(), 1..40), |ops| {
+        conformance::check_against_model(&mut *backend.borrow_mut(), &ops);
+        Ok(())
+    });
+    if let Err(e) = result {
+        panic!("{e}");
     }
 }
