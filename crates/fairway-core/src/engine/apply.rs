@@ -362,25 +362,8 @@ impl Engine {
         };
         let members: u32 = placements.iter().map(|(_, m)| *m).sum();
         let per_member = self.shapes.get(shape).demand.clone();
-        let demand = per_member.times(members as u64);
         let path = self.charge_path(tenant, leaf);
-        // Allocation.
-        for t in self.tenant_chain(tenant) {
-            self.tenants[t.ix()].alloc.add(&demand);
-        }
-        for n in self.ancestors(leaf) {
-            self.nodes[n.ix()].alloc.add(&demand);
-        }
-        for &(w, m) in &placements {
-            let part = per_member.times(m as u64);
-            let worker = &mut self.workers[w.ix()];
-            worker.used.add(&part);
-            worker.jobs.insert(j);
-            let pool = worker.pool.clone();
-            let p = self.pools.entry(pool).or_default();
-            p.used.add(&part);
-            p.class_used.entry(class).or_default().add(&part);
-        }
+        self.hold(j, tenant, class, leaf, &per_member, &placements);
         // Charges: each level's virtual time advances by its share of the estimated work.
         let charge_cost = estimate.0 as u128;
         for (i, &n) in path.iter().enumerate() {
@@ -454,6 +437,36 @@ impl Engine {
         self.stats.dispatches += 1;
         for n in self.ancestors(leaf) {
             self.rekey_node(n);
+        }
+    }
+
+    /// Books the resources an attempt holds: its tenant and the tenant's ancestors, its leaf and
+    /// the leaf's ancestors, its workers, their pools and the class's use of each pool.
+    pub(crate) fn hold(
+        &mut self,
+        j: JobIdx,
+        tenant: TenantIdx,
+        class: u16,
+        leaf: NodeIdx,
+        per_member: &crate::resources::ResVec,
+        placements: &[(crate::ids::WorkerIdx, u32)],
+    ) {
+        let members: u32 = placements.iter().map(|(_, m)| *m).sum();
+        let demand = per_member.times(members as u64);
+        for t in self.tenant_chain(tenant) {
+            self.tenants[t.ix()].alloc.add(&demand);
+        }
+        for n in self.ancestors(leaf) {
+            self.nodes[n.ix()].alloc.add(&demand);
+        }
+        for &(w, m) in placements {
+            let part = per_member.times(m as u64);
+            let worker = &mut self.workers[w.ix()];
+            worker.used.add(&part);
+            worker.jobs.insert(j);
+            let p = self.pools.entry(worker.pool.clone()).or_default();
+            p.used.add(&part);
+            p.class_used.entry(class).or_default().add(&part);
         }
     }
 

@@ -649,34 +649,11 @@ impl Engine {
             .attempt
             .as_ref()
             .ok_or("running job without an attempt")?;
-        let (members, placements, expires, stop, est_cost) = (
-            a.members,
-            a.placements.clone(),
-            a.expires,
-            a.stop,
-            a.worker_share as u128 * a.estimate.0 as u128,
-        );
-        let demand = per_member.times(members as u64);
-        for t in self.tenant_chain(tenant) {
-            self.tenants[t.ix()].alloc.add(&demand);
+        let (placements, expires, stop) = (a.placements.clone(), a.expires, a.stop);
+        if placements.iter().any(|(w, _)| w.ix() >= self.workers.len()) {
+            return Err("snapshot placement on an unknown worker".to_string());
         }
-        for n in self.ancestors(leaf) {
-            self.nodes[n.ix()].alloc.add(&demand);
-        }
-        for (w, m) in placements {
-            let part = per_member.times(m as u64);
-            let worker = self
-                .workers
-                .get_mut(w.ix())
-                .ok_or("snapshot placement on an unknown worker")?;
-            worker.used.add(&part);
-            worker.jobs.insert(j);
-            let pool = worker.pool.clone();
-            let p = self.pools.entry(pool).or_default();
-            p.used.add(&part);
-            p.class_used.entry(class).or_default().add(&part);
-        }
-        let _ = est_cost;
+        self.hold(j, tenant, class, leaf, &per_member, &placements);
         match stop {
             Some((_, deadline)) => {
                 self.stops.insert((deadline, j));
