@@ -73,7 +73,19 @@ pub struct ServerConfig {
     pub tokens: Option<Tokens>,
     /// The limits.
     pub limits: Limits,
+    /// A PostgreSQL URL: keep the state there instead of in `data_dir`, as one replica of
+    /// several (see [`crate::leader`]). `None`: the embedded store.
+    pub postgres: Option<String>,
+    /// The URL other replicas send clients to, for this one (`GET /v1/leader`, redirects).
+    /// Default: `http://` and the bound address, which needs a specific listen address.
+    pub advertise: Option<String>,
+    /// How long a leader's lease on the leader row lasts without renewal, in ms: the longest a
+    /// dead leader keeps the others waiting (it renews every third of it).
+    pub leader_lease_ms: u64,
 }
+
+/// The default leader lease: a crashed leader is replaced within about this long.
+pub const DEFAULT_LEADER_LEASE_MS: u64 = 10_000;
 
 impl ServerConfig {
     /// A configuration with the defaults of `fairway serve`: `./fairway-data`,
@@ -86,6 +98,9 @@ impl ServerConfig {
             lease_ms: None,
             tokens: None,
             limits: Limits::default(),
+            postgres: None,
+            advertise: None,
+            leader_lease_ms: DEFAULT_LEADER_LEASE_MS,
         }
     }
 
@@ -108,6 +123,25 @@ impl ServerConfig {
             && ms == 0
         {
             return Err("--lease-ms must be at least 1".to_string());
+        }
+        if self.postgres.is_some() && self.leader_lease_ms < 100 {
+            return Err("--leader-lease-ms must be at least 100".to_string());
+        }
+        if let Some(url) = &self.advertise
+            && !(url.starts_with("http://") && url.len() > "http://".len())
+        {
+            return Err(format!(
+                "--advertise {url:?}: expected an http:// URL that clients can reach, such as \
+                 http://10.0.0.5:7700"
+            ));
+        }
+        if self.postgres.is_some() && self.advertise.is_none() && self.listen.ip().is_unspecified()
+        {
+            return Err(format!(
+                "listening on {} with --store postgres needs --advertise URL: the address \
+                 other replicas send clients to",
+                self.listen
+            ));
         }
         if let Some(text) = &self.policy {
             let effective = effective_policy(text, self.lease_ms).map_err(|errors| {

@@ -91,6 +91,11 @@ impl App {
         &self.inner.limits
     }
 
+    /// The state shared with the writer and the election.
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.inner.shared
+    }
+
     fn timeout(&self) -> Duration {
         Duration::from_millis(self.limits().request_timeout_ms)
     }
@@ -893,7 +898,8 @@ async fn healthz() -> Json<HealthReply> {
     })
 }
 
-/// 200 once the state is recovered and while the store is writable; 503 before and after.
+/// 200 once the state is recovered and while the store is writable; 503 before and after. A
+/// follower replica is ready while it knows the leader and reached it.
 #[utoipa::path(get, path = "/readyz", tag = "health",
     responses(
         (status = 200, description = "ready", body = HealthReply),
@@ -901,7 +907,7 @@ async fn healthz() -> Json<HealthReply> {
     ))]
 async fn readyz(State(app): State<App>) -> Result<Json<HealthReply>, ApiError> {
     let shared = &app.inner.shared;
-    if shared.ready.load(Ordering::Acquire) {
+    if shared.ready.load(Ordering::Acquire) || shared.leader.follower_ready() {
         Ok(Json(HealthReply {
             status: "ok".into(),
         }))
@@ -968,6 +974,7 @@ fn api_router() -> OpenApiRouter<App> {
         .routes(routes!(get_policy, put_policy))
         .routes(routes!(healthz))
         .routes(routes!(readyz))
+        .routes(routes!(crate::leader::get_leader))
 }
 
 /// The service: every route of API v1, `/openapi.json`, the JSON fallbacks and the bounds.
@@ -993,6 +1000,11 @@ pub fn router(app: App) -> axum::Router {
         )
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        // Replicas: a follower sends `/v1/*` to the leader (crate::leader).
+        .layer(middleware::from_fn_with_state(
+            app.clone(),
+            crate::leader::follow_leader,
+        ))
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(middleware::from_fn_with_state(app.clone(), guard))
         // Error answers are expected traffic (a 503 while recovering, a 409 for a stale

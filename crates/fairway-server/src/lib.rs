@@ -17,6 +17,10 @@
 //! the writer thread (the API answers `503 not_ready` until then) and serves until the shutdown
 //! future resolves. `docs/api.md` documents every route, status code, error code and limit.
 //!
+//! On a PostgreSQL store the server is one **replica** of several ([`leader`]): it writes only
+//! while it holds the leader term, fences every write by it, and otherwise redirects clients to
+//! the leader.
+//!
 //! **Architecture invariant:** only this crate speaks HTTP and JSON. The engine's types never
 //! go on the wire directly: [`wire`] holds the API's shapes and converts.
 //!
@@ -28,6 +32,7 @@ pub mod auth;
 pub mod config;
 mod error;
 pub mod http;
+pub mod leader;
 mod server;
 pub mod wire;
 pub mod writer;

@@ -2,9 +2,10 @@
 
 use crate::config::ServerConfig;
 use crate::http::{App, router};
+use crate::leader::{Replica, run_replica};
 use crate::writer::{Command, Shared, Writer, WriterSettings, recover};
 use fairway_core::Time;
-use fairway_store::RedbStore;
+use fairway_store::{Leadership, RedbStore};
 use std::fmt;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -51,36 +52,81 @@ impl std::error::Error for ServerError {}
 /// A server with its store open and its address bound, not yet serving.
 pub struct Server {
     config: ServerConfig,
-    store: RedbStore,
+    store: Store,
     listener: TcpListener,
     local_addr: SocketAddr,
+    advertise: String,
+}
+
+/// Where the state lives.
+enum Store {
+    /// The embedded store: this process is the only writer.
+    Embedded(RedbStore),
+    /// PostgreSQL: this process is one replica; it writes while it holds the leader term.
+    Postgres {
+        /// The database.
+        url: String,
+        /// This replica's side of the election (connected, schema migrated).
+        leadership: Leadership,
+    },
 }
 
 impl Server {
-    /// Checks the configuration, opens the store (one process per data directory) and binds
-    /// the listener.
+    /// Checks the configuration, opens the store (one process per data directory; or, with
+    /// PostgreSQL, connects and brings the schema up to date) and binds the listener.
     pub async fn bind(config: ServerConfig) -> Result<Server, ServerError> {
         config.check().map_err(ServerError::Config)?;
-        let dir = config.data_dir.clone();
-        let store = tokio::task::spawn_blocking(move || RedbStore::open(&dir))
-            .await
-            .map_err(|e| ServerError::Store(format!("opening the store: {e}")))?
-            .map_err(|e| {
-                ServerError::Store(format!(
-                    "opening the store in {}: {e}",
-                    config.data_dir.display()
-                ))
-            })?;
         let listener = TcpListener::bind(config.listen)
             .await
             .map_err(|e| ServerError::Bind(config.listen, e))?;
         let local_addr = listener.local_addr().map_err(ServerError::Io)?;
+        let advertise = config
+            .advertise
+            .clone()
+            .unwrap_or_else(|| format!("http://{local_addr}"))
+            .trim_end_matches('/')
+            .to_string();
+        let store = match &config.postgres {
+            Some(url) => {
+                // Unique per process start: a restarted replica is a new holder.
+                let holder = format!("{advertise}#{}", uuid::Uuid::now_v7());
+                let leadership =
+                    Leadership::connect(url, &holder, &advertise, config.leader_lease_ms)
+                        .await
+                        .map_err(|e| {
+                            ServerError::Store(format!("opening the PostgreSQL store: {e}"))
+                        })?;
+                Store::Postgres {
+                    url: url.clone(),
+                    leadership,
+                }
+            }
+            None => {
+                let dir = config.data_dir.clone();
+                let store = tokio::task::spawn_blocking(move || RedbStore::open(&dir))
+                    .await
+                    .map_err(|e| ServerError::Store(format!("opening the store: {e}")))?
+                    .map_err(|e| {
+                        ServerError::Store(format!(
+                            "opening the store in {}: {e}",
+                            config.data_dir.display()
+                        ))
+                    })?;
+                Store::Embedded(store)
+            }
+        };
         Ok(Server {
             config,
             store,
             listener,
             local_addr,
+            advertise,
         })
+    }
+
+    /// The URL this server advertises to clients and other replicas.
+    pub fn advertise(&self) -> &str {
+        &self.advertise
     }
 
     /// The address it listens on (useful with port 0).
@@ -101,6 +147,7 @@ impl Server {
             store,
             listener,
             local_addr,
+            advertise,
         } = self;
         let limits = config.limits.clone();
         let shared = Arc::new(Shared::default());
@@ -111,22 +158,38 @@ impl Server {
             policy: config.policy.clone(),
             lease_ms: config.lease_ms,
         };
+        shared.leader.set_self_url(advertise);
         let writer_shared = shared.clone();
-        let handle = std::thread::Builder::new()
-            .name("fairway-writer".into())
-            .spawn(move || {
-                // Marks the writer gone however it ends, a panic included.
-                let _exit = ExitGuard {
-                    shared: writer_shared.clone(),
-                    exit: exit_tx,
-                };
-                let mut store = store;
-                let (engine, unsnapshotted) = recover(&mut store, &settings, wall_clock())?;
-                writer_shared.ready.store(true, Ordering::Release);
-                info!("ready");
-                Writer::new(engine, unsnapshotted, store, rx, writer_shared, settings).run()
-            })
-            .map_err(ServerError::Io)?;
+        let handle = match store {
+            Store::Embedded(store) => Handle::Thread(
+                std::thread::Builder::new()
+                    .name("fairway-writer".into())
+                    .spawn(move || {
+                        // Marks the writer gone however it ends, a panic included.
+                        let _exit = ExitGuard {
+                            shared: writer_shared.clone(),
+                            exit: exit_tx,
+                        };
+                        let mut store = store;
+                        let (engine, unsnapshotted) = recover(&mut store, &settings, wall_clock())?;
+                        writer_shared.ready.store(true, Ordering::Release);
+                        info!("ready");
+                        Writer::new(engine, unsnapshotted, store, rx, writer_shared, settings).run()
+                    })
+                    .map_err(ServerError::Io)?,
+            ),
+            Store::Postgres { url, leadership } => Handle::Task(tokio::spawn(run_replica(
+                Replica {
+                    url,
+                    leadership,
+                    rx,
+                    tx: tx.clone(),
+                    shared: writer_shared,
+                    settings,
+                },
+                exit_tx,
+            ))),
+        };
 
         let app = App::new(tx.clone(), shared.clone(), config.tokens.clone(), limits);
         let service = router(app);
@@ -157,15 +220,25 @@ impl Server {
                 Ok(())
             }
         };
-        let joined = tokio::task::spawn_blocking(move || handle.join())
-            .await
-            .map_err(|e| ServerError::Writer(format!("joining the writer: {e}")))?;
+        let joined = match handle {
+            Handle::Thread(handle) => tokio::task::spawn_blocking(move || handle.join())
+                .await
+                .map_err(|e| ServerError::Writer(format!("joining the writer: {e}")))?
+                .map_err(|_| ()),
+            Handle::Task(task) => task.await.map_err(|_| ()),
+        };
         match joined {
             Ok(Ok(())) => served,
             Ok(Err(message)) => Err(ServerError::Writer(message)),
             Err(_) => Err(ServerError::Writer("the writer thread panicked".into())),
         }
     }
+}
+
+/// What runs the writer: the embedded store's one thread, or a replica's election loop.
+enum Handle {
+    Thread(std::thread::JoinHandle<Result<(), String>>),
+    Task(tokio::task::JoinHandle<Result<(), String>>),
 }
 
 struct ExitGuard {

@@ -187,6 +187,11 @@ pub struct Shared {
     pub shutdown: AtomicBool,
     /// The writer stopped on an error (recovery or a commit failed).
     pub failed: AtomicBool,
+    /// Set by the election ([`crate::leader`]): this replica lost its term. The writer answers
+    /// 503 to everyone waiting and stops after its turn; nothing more is acknowledged.
+    pub deposed: AtomicBool,
+    /// Who leads, as this replica knows it (`GET /v1/leader`, redirects, readiness).
+    pub leader: crate::leader::LeaderView,
     /// Group commits made.
     pub commits: AtomicU64,
     /// Events committed.
@@ -398,7 +403,18 @@ impl<S: EventStore> Writer<S> {
     /// Runs turns until a shutdown is asked for (then finishes the turn, answers the parked
     /// long polls and returns `Ok`) or a commit fails (then answers 503 to everyone waiting
     /// and returns the error).
-    pub fn run(mut self) -> Result<(), String> {
+    pub fn run(self) -> Result<(), String> {
+        self.run_keeping_channel().0
+    }
+
+    /// [`Writer::run`], handing back the command channel: a replica that loses its term keeps
+    /// its HTTP side and gives the channel to the writer of its next term.
+    pub fn run_keeping_channel(mut self) -> (Result<(), String>, Receiver<Command>) {
+        let result = self.run_turns();
+        (result, self.rx)
+    }
+
+    fn run_turns(&mut self) -> Result<(), String> {
         let max = self.settings.limits.commit_batch_max.max(1);
         loop {
             let mut commands = Vec::new();
@@ -420,6 +436,12 @@ impl<S: EventStore> Writer<S> {
                 }
             }
             self.turn(commands)?;
+            if self.shared.deposed.load(Ordering::Acquire) {
+                // Another replica leads: whatever this one still holds is not to be answered.
+                warn!("deposed: answering 503 to everyone waiting and stopping");
+                self.fail(Outbox::default());
+                return Err("deposed: another replica took over the leader term".into());
+            }
             if closed || self.shared.shutdown.load(Ordering::Acquire) {
                 return self.finish();
             }
@@ -483,6 +505,14 @@ impl<S: EventStore> Writer<S> {
                     return Err(format!("group commit failed: {e}"));
                 }
             }
+        } else if !out.replies.is_empty()
+            && let Err(e) = self.store.fence()
+        {
+            // Nothing to commit, but answers to send (reads, refusals): a replica fenced by a
+            // leader term checks that it still leads first, so a deposed one answers nothing.
+            error!(error = %e, "term check failed: answering 503 and stopping");
+            self.fail(out);
+            return Err(format!("term check failed: {e}"));
         }
         self.shared.commands.fetch_add(n as u64, Ordering::Relaxed);
         self.answer(out);
@@ -813,7 +843,7 @@ impl<S: EventStore> Writer<S> {
     }
 
     /// Clean stop: the parked long polls get empty lists, and the engine is snapshotted.
-    fn finish(mut self) -> Result<(), String> {
+    fn finish(&mut self) -> Result<(), String> {
         self.shared.ready.store(false, Ordering::Release);
         for (name, w) in std::mem::take(&mut self.waiters) {
             self.engine.worker_withdraw(&name);

@@ -1,8 +1,10 @@
-//! `fairway serve`: the durable server on its embedded store (thin over `fairway-server`).
+//! `fairway serve`: the durable server (thin over `fairway-server`).
 //!
 //! With no flags it keeps its data in `./fairway-data`, listens on `127.0.0.1:7700`, runs the
 //! built-in policy, and runs open (no authentication), which it allows on a loopback address
-//! only. Every flag has a `FAIRWAY_*` environment variable. Logs go to stderr (`RUST_LOG`,
+//! only. With `--store postgres://…` it keeps its state in PostgreSQL instead, as one replica of
+//! several on that database: one leads, the others redirect clients to it and take over when it
+//! fails. Every flag has a `FAIRWAY_*` environment variable. Logs go to stderr (`RUST_LOG`,
 //! default `info`); where it listens and whether it runs open go to stdout.
 //!
 //! Exit codes: 0 after a clean shutdown (SIGTERM or Ctrl-C); 1 a runtime failure (the store
@@ -19,9 +21,21 @@ use std::process::ExitCode;
 /// Options of `fairway serve`.
 #[derive(Args, Debug)]
 pub struct ServeArgs {
-    /// Data directory: the embedded store's one file lives there.
+    /// Data directory: the embedded store's one file lives there (unused with --store).
     #[arg(long, env = "FAIRWAY_DATA", default_value = "./fairway-data")]
     data: PathBuf,
+    /// Keep the state in PostgreSQL (`postgres://USER@HOST:PORT/DB`) instead of --data, as one
+    /// replica of several on that database.
+    #[arg(long, env = "FAIRWAY_STORE", value_name = "URL")]
+    store: Option<String>,
+    /// The URL clients and the other replicas reach this one at (with --store). Default:
+    /// http:// and the address it listens on.
+    #[arg(long, env = "FAIRWAY_ADVERTISE", value_name = "URL")]
+    advertise: Option<String>,
+    /// With --store: how long the leader's lease on the database lasts without renewal, in
+    /// milliseconds; a failed leader is replaced about this long after its last renewal.
+    #[arg(long, env = "FAIRWAY_LEADER_LEASE_MS", default_value_t = fairway_server::config::DEFAULT_LEADER_LEASE_MS, value_name = "MS")]
+    leader_lease_ms: u64,
     /// Address to listen on. Without --tokens only a loopback address is allowed.
     #[arg(long, env = "FAIRWAY_LISTEN", default_value = "127.0.0.1:7700")]
     listen: SocketAddr,
@@ -81,11 +95,19 @@ async fn serve(config: ServerConfig, args: &ServeArgs) -> ExitCode {
         Ok(s) => s,
         Err(e) => return failure(e),
     };
-    println!(
-        "fairway serve: listening on http://{} (data in {})",
-        server.local_addr(),
-        args.data.display()
-    );
+    match &args.store {
+        // The URL may hold a password: it is not printed.
+        Some(_) => println!(
+            "fairway serve: listening on http://{} (a replica on PostgreSQL, advertised as {})",
+            server.local_addr(),
+            server.advertise()
+        ),
+        None => println!(
+            "fairway serve: listening on http://{} (data in {})",
+            server.local_addr(),
+            args.data.display()
+        ),
+    }
     if open {
         println!(
             "fairway serve: running OPEN: no --tokens, so any local caller may act as any \
@@ -122,6 +144,16 @@ fn config(args: &ServeArgs) -> Result<ServerConfig, String> {
     let mut config = ServerConfig::new(args.data.clone());
     config.listen = args.listen;
     config.lease_ms = args.lease_ms;
+    if let Some(url) = &args.store {
+        if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+            return Err(format!(
+                "--store {url:?}: expected a postgres:// URL (the embedded store takes --data)"
+            ));
+        }
+        config.postgres = Some(url.clone());
+    }
+    config.advertise = args.advertise.clone();
+    config.leader_lease_ms = args.leader_lease_ms;
     if let Some(path) = &args.policy {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("cannot read policy {}: {e}", path.display()))?;
