@@ -34,6 +34,9 @@ use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+mod dashboard;
+mod observe;
+
 /// The OpenAPI document's header; the paths come from the handlers.
 #[derive(OpenApi)]
 #[openapi(
@@ -47,6 +50,7 @@ use utoipa_axum::routes;
         (name = "jobs", description = "Producers: submit, read, cancel."),
         (name = "leases", description = "Workers: lease, heartbeat, complete."),
         (name = "policy", description = "Operators: the versioned policy."),
+        (name = "observe", description = "Why jobs wait, what tenants have and are owed, what was decided."),
         (name = "health", description = "Liveness and readiness.")
     ),
     components(schemas(ErrorBody))
@@ -144,6 +148,7 @@ impl App {
             TrySendError::Full(_) => ApiError::busy("the server's command queue is full"),
             TrySendError::Disconnected(_) => ApiError::unavailable("the server is stopping"),
         })?;
+        shared.metrics.writer_queue_depth.inc();
         match tokio::time::timeout(timeout, rx).await {
             Ok(Ok(Ok(value))) => Ok(value),
             Ok(Ok(Err(Unavailable))) => Err(ApiError::unavailable(
@@ -972,6 +977,11 @@ fn api_router() -> OpenApiRouter<App> {
         .routes(routes!(complete))
         .routes(routes!(complete_batch))
         .routes(routes!(get_policy, put_policy))
+        .routes(routes!(observe::explain))
+        .routes(routes!(observe::tenant))
+        .routes(routes!(observe::decisions))
+        .routes(routes!(observe::overview))
+        .routes(routes!(observe::metrics))
         .routes(routes!(healthz))
         .routes(routes!(readyz))
         .routes(routes!(crate::leader::get_leader))
@@ -998,6 +1008,7 @@ pub fn router(app: App) -> axum::Router {
                 }
             }),
         )
+        .merge(dashboard::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         // Replicas: a follower sends `/v1/*` to the leader (crate::leader).

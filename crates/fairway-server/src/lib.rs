@@ -33,6 +33,8 @@ pub mod config;
 mod error;
 pub mod http;
 pub mod leader;
+pub mod metrics;
+pub mod observe;
 mod server;
 pub mod wire;
 pub mod writer;

@@ -14,6 +14,8 @@ use time::format_description::well_known::Rfc3339;
 use time::macros::format_description;
 use utoipa::ToSchema;
 
+pub mod observe;
+
 /// Formats an engine instant (Unix-epoch nanoseconds) as RFC 3339 in UTC with milliseconds.
 pub fn instant(t: Time) -> String {
     let format =
@@ -38,9 +40,9 @@ pub fn parse_instant(text: &str) -> Result<Time, String> {
 /// An error answer: a stable code and a message.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct ErrorBody {
-    /// Stable code: `malformed_json`, `invalid`, `too_large`, `unknown_job`, `unauthorized`,
-    /// `forbidden`, `tenant_mismatch`, `stale_epoch`, `invalid_policy`, `busy`, `not_ready`,
-    /// `unavailable`, `not_found`, `method_not_allowed`.
+    /// Stable code: `malformed_json`, `invalid`, `too_large`, `unknown_job`, `unknown_tenant`,
+    /// `unauthorized`, `forbidden`, `tenant_mismatch`, `stale_epoch`, `invalid_policy`, `busy`,
+    /// `not_ready`, `unavailable`, `not_found`, `method_not_allowed`.
     pub error: String,
     /// For a human; names the field at fault.
     pub message: String,

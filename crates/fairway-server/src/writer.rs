@@ -30,6 +30,7 @@
 //! leases to a worker nobody is waiting for.
 
 use crate::config::{Limits, effective_policy};
+use crate::observe::{Observer, Query};
 use crate::wire::LeaseGrant;
 use fairway_core::event::AfterAttempt;
 use fairway_core::job::JobStatus;
@@ -174,8 +175,27 @@ pub enum Command {
         /// Answer: the new version, or every error (the prior version stays).
         reply: Reply<Result<u64, Vec<ConfigError>>>,
     },
+    /// An observability query: explanations, tenant reports, decisions, the overview.
+    Observe(Query),
     /// Nothing: wakes the loop (to notice a shutdown).
     Wake,
+}
+
+impl Command {
+    /// The command's name, for the `fairway_engine_call_seconds` metric.
+    fn kind(&self) -> &'static str {
+        match self {
+            Command::Submit { .. } => "submit",
+            Command::Status { .. } => "status",
+            Command::Cancel { .. } => "cancel",
+            Command::Lease { .. } => "lease",
+            Command::Heartbeat { .. } => "heartbeat",
+            Command::Complete { .. } => "complete",
+            Command::GetPolicy { .. } | Command::PutPolicy { .. } => "policy",
+            Command::Observe(_) => "observe",
+            Command::Wake => "wake",
+        }
+    }
 }
 
 /// State shared between the writer and the HTTP side.
@@ -198,6 +218,8 @@ pub struct Shared {
     pub events: AtomicU64,
     /// Commands applied.
     pub commands: AtomicU64,
+    /// The Prometheus metrics the writer counts (`GET /metrics`).
+    pub metrics: crate::metrics::Metrics,
 }
 
 /// What the server stores with a job, as JSON: its demand (for the lease) and its payload.
@@ -248,6 +270,8 @@ pub fn engine_config() -> EngineConfig {
     EngineConfig {
         // Longer than the longest long poll, so a parked worker is never forgotten mid-wait.
         worker_ttl: Dur::from_secs(90),
+        // Explanations and `GET /v1/decisions` read the engine's decision records.
+        decision_ring: crate::observe::DECISION_RING,
         ..EngineConfig::default()
     }
 }
@@ -307,6 +331,8 @@ pub struct Writer<S: EventStore> {
     /// When the last snapshot ended, and how long it took: the next one waits ten times that.
     last_snapshot: (Instant, Duration),
     last_sweep: Instant,
+    /// Counts what happens for the metrics, and answers observability queries.
+    observer: Observer,
 }
 
 /// Rebuilds the engine from the store: the latest snapshot plus the events after it, or a new
@@ -397,6 +423,7 @@ impl<S: EventStore> Writer<S> {
             events_since_snapshot,
             last_snapshot: (Instant::now(), Duration::ZERO),
             last_sweep: Instant::now(),
+            observer: Observer::new(),
         }
     }
 
@@ -466,12 +493,25 @@ impl<S: EventStore> Writer<S> {
         let now = self.clock.now();
         let mut out = Outbox::default();
         let n = commands.len();
+        let metrics = &self.shared.metrics;
+        let taken = commands
+            .iter()
+            .filter(|c| !matches!(c, Command::Wake))
+            .count();
+        metrics.writer_queue_depth.dec_by(taken as i64);
         for c in commands {
+            let (kind, started) = (c.kind(), Instant::now());
             self.apply(now, c, &mut out);
+            Observer::timed(&self.shared.metrics, kind, started.elapsed());
         }
+        let started = Instant::now();
         self.engine.tick(now);
+        Observer::timed(&self.shared.metrics, "tick", started.elapsed());
         self.sweep_abandoned();
+        let pass_started = Instant::now();
         let leases = self.engine.schedule(now);
+        Observer::timed(&self.shared.metrics, "schedule", pass_started.elapsed());
+        let granted = leases.len();
         self.deliver(now, leases, &mut out);
         // Stop requests reach workers through their heartbeats; nothing pushes them.
         let _ = self.engine.poll_stops();
@@ -486,6 +526,13 @@ impl<S: EventStore> Writer<S> {
             let started = Instant::now();
             match self.store.commit(&batch) {
                 Ok(lsn) => {
+                    self.observer.committed(
+                        &self.shared.metrics,
+                        &self.engine,
+                        n,
+                        &batch.events,
+                        started.elapsed(),
+                    );
                     let events = batch.events.len() as u64;
                     self.events_since_snapshot += events;
                     self.shared.commits.fetch_add(1, Ordering::Relaxed);
@@ -516,6 +563,12 @@ impl<S: EventStore> Writer<S> {
         }
         self.shared.commands.fetch_add(n as u64, Ordering::Relaxed);
         self.answer(out);
+        for _ in 0..granted {
+            self.shared
+                .metrics
+                .dispatch_seconds
+                .observe(pass_started.elapsed().as_secs_f64());
+        }
         if self.snapshot_due() {
             self.snapshot()?;
         }
@@ -533,7 +586,15 @@ impl<S: EventStore> Writer<S> {
                         spec.deadline = Some(now.plus(Dur::from_millis(ms)));
                     }
                     let id = spec.id.clone();
+                    let class = spec.class.clone();
                     let admission = self.engine.submit(now, spec);
+                    self.observer.admitted(
+                        &self.shared.metrics,
+                        &self.engine,
+                        now,
+                        class.as_deref(),
+                        &admission,
+                    );
                     let new = matches!(
                         admission,
                         Admission::Accepted {
@@ -569,10 +630,11 @@ impl<S: EventStore> Writer<S> {
                 progress,
                 reply,
             } => {
-                let result = self
-                    .engine
-                    .heartbeat(now, &job, epoch, progress)
-                    .map_err(|e| self.failure(&job, e));
+                let result = self.engine.heartbeat(now, &job, epoch, progress);
+                if let Err(e) = &result {
+                    self.observer.refused(&self.shared.metrics, "heartbeat", e);
+                }
+                let result = result.map_err(|e| self.failure(&job, e));
                 out.replies.push(ready(reply, result));
             }
             Command::Complete { items, reply } => {
@@ -581,7 +643,13 @@ impl<S: EventStore> Writer<S> {
                     let result = self
                         .engine
                         .finish(now, &c.job, c.epoch, c.outcome, c.usage, c.progress)
-                        .or_else(|e| self.repeated_completion(&c, e));
+                        .or_else(|e| {
+                            let answer = self.repeated_completion(&c, e.clone());
+                            if answer.is_err() {
+                                self.observer.refused(&self.shared.metrics, "complete", &e);
+                            }
+                            answer
+                        });
                     results.push(result);
                 }
                 out.replies.push(ready(reply, results));
@@ -600,6 +668,12 @@ impl<S: EventStore> Writer<S> {
                     info!(version, "policy published");
                 }
                 out.replies.push(ready(reply, result));
+            }
+            Command::Observe(query) => {
+                let send = self
+                    .observer
+                    .answer(&self.shared.metrics, &mut self.engine, now, query);
+                out.replies.push(Pending::Ready(send));
             }
             Command::Wake => {}
         }
@@ -657,6 +731,7 @@ impl<S: EventStore> Writer<S> {
         reply: Reply<LeaseOutcome>,
         out: &mut Outbox,
     ) {
+        self.observer.polled(&offer);
         // One request per worker: a new one answers the old one (empty) and takes its place.
         if let Some(old) = self.remove_waiter(&offer.worker) {
             out.replies
