@@ -1,6 +1,7 @@
 //! [`Client`]: one typed method per call of the HTTP API v1.
 
 use crate::error::Error;
+use crate::observe::{DecisionFilter, DecisionPage, Explanation, Overview, TenantReport};
 use crate::types::*;
 use reqwest::{Method, RequestBuilder, Url};
 use serde::de::DeserializeOwned;
@@ -445,6 +446,59 @@ impl Client {
         Ok(reply.results)
     }
 
+    /// Why a job is (not) running (`GET /v1/jobs/{id}/explain`): its waiting reasons with
+    /// stable codes, the workers running it, how it ended, and the decisions that started its
+    /// attempts. [`Error::NotFound`] for an unknown job (or another tenant's).
+    pub async fn explain(&self, job_id: &str) -> Result<Explanation, Error> {
+        self.call(self.request(Method::GET, &["v1", "jobs", job_id, "explain"]))
+            .await
+    }
+
+    /// What a tenant has, is owed and owes (`GET /v1/tenants/{id}`): exact backlog per class,
+    /// usage, guarantee, entitlement, balance, books. A tenant token sees its own tenant and
+    /// its descendants only.
+    pub async fn tenant(&self, tenant: &str) -> Result<TenantReport, Error> {
+        self.call(self.request(Method::GET, &["v1", "tenants", tenant]))
+            .await
+    }
+
+    /// Decision records (`GET /v1/decisions`): the latest ones, or pages forward from
+    /// `filter.since` / `filter.after` (pass the reply's `next_after` as the next `after`).
+    pub async fn decisions(&self, filter: &DecisionFilter) -> Result<DecisionPage, Error> {
+        let mut query: Vec<(&str, String)> = Vec::new();
+        if let Some(job) = &filter.job {
+            query.push(("job", job.clone()));
+        }
+        if let Some(since) = filter.since {
+            let text = since
+                .format(&time::format_description::well_known::Rfc3339)
+                .map_err(|e| Error::Invalid(format!("since: {e}")))?;
+            query.push(("since", text));
+        }
+        if let Some(after) = filter.after {
+            query.push(("after", after.to_string()));
+        }
+        if let Some(limit) = filter.limit {
+            query.push(("limit", limit.to_string()));
+        }
+        let mut url = self.url(&["v1", "decisions"]);
+        if !query.is_empty() {
+            let mut pairs = url.query_pairs_mut();
+            for (k, v) in &query {
+                pairs.append_pair(k, v);
+            }
+        }
+        self.call(self.authorized(self.http.request(Method::GET, url)))
+            .await
+    }
+
+    /// The whole picture (`GET /v1/overview`, admin): tenants against their entitlement,
+    /// classes, pools, workers and their leases, recent decisions, admission outcomes.
+    pub async fn overview(&self) -> Result<Overview, Error> {
+        self.call(self.request(Method::GET, &["v1", "overview"]))
+            .await
+    }
+
     /// `Ok` when the server process is up (`GET /healthz`).
     pub async fn health(&self) -> Result<(), Error> {
         self.send(self.request(Method::GET, &["healthz"]))
@@ -462,12 +516,21 @@ impl Client {
     /// A request to the base URL plus `segments`, each percent-encoded (job ids may hold any
     /// character), with the bearer token.
     fn request(&self, method: Method, segments: &[&str]) -> RequestBuilder {
+        self.authorized(self.http.request(method, self.url(segments)))
+    }
+
+    /// The base URL plus `segments`, each percent-encoded.
+    fn url(&self, segments: &[&str]) -> Url {
         let mut url = self.base.clone();
         url.path_segments_mut()
             .expect("checked in build: the base URL can be a base")
             .pop_if_empty()
             .extend(segments);
-        let request = self.http.request(method, url);
+        url
+    }
+
+    /// `request` with the bearer token, if any.
+    fn authorized(&self, request: RequestBuilder) -> RequestBuilder {
         match &self.token {
             Some(token) => request.bearer_auth(token),
             None => request,

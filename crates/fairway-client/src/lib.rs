@@ -52,6 +52,7 @@
 
 mod client;
 mod error;
+pub mod observe;
 pub mod types;
 pub mod worker;
 
@@ -60,6 +61,7 @@ pub use client::{
     new_job_id,
 };
 pub use error::Error;
+pub use observe::{DecisionFilter, DecisionPage, Explanation, Overview, TenantReport};
 pub use types::{
     Action, AttemptOutcome, BatchItem, BatchResult, CompleteRequest, Completion, CompletionResult,
     ErrorBody, HeartbeatReply, JobSpec, JobState, JobStateReply, JobStatus, Lease, LeaseRequest,

@@ -3,11 +3,12 @@
 //! Exit codes (a contract, as ripgrep's): 0 success; 1 a runtime failure (the server could not
 //! start, a request failed); 2 bad input (a malformed file, an unknown option, an invalid
 //! argument). Subcommands document any code of their own; the client commands (`submit`,
-//! `status`, `cancel`, `policy`, `worker`) add 3 rejected retryably, 4 rejected for good,
+//! `status`, `cancel`, `explain`, `top`, `policy`, `worker`) add 3 rejected retryably, 4 rejected for good,
 //! 5 not found (see `client_cmds`).
 
 mod bench;
 mod client_cmds;
+mod observe_cmds;
 mod policy;
 mod serve;
 mod sim;
@@ -36,6 +37,10 @@ enum Command {
     Status(client_cmds::StatusArgs),
     /// Cancel a job; a running attempt is told to stop.
     Cancel(client_cmds::CancelArgs),
+    /// Explain why a job is (not) running: its waiting reasons, workers, decisions.
+    Explain(observe_cmds::ExplainArgs),
+    /// A live view of tenants against their share, bands and workers (admin).
+    Top(observe_cmds::TopArgs),
     /// Check a policy file locally, or get or replace the server's policy.
     Policy(policy::PolicyArgs),
     /// Run jobs from a server through a command: lease, run, heartbeat, complete.
@@ -59,6 +64,8 @@ fn main() -> ExitCode {
         Command::Submit(args) => client_cmds::submit(args),
         Command::Status(args) => client_cmds::status(args),
         Command::Cancel(args) => client_cmds::cancel(args),
+        Command::Explain(args) => observe_cmds::explain(args),
+        Command::Top(args) => observe_cmds::top(args),
         Command::Policy(args) => policy::run(args),
         Command::Worker(args) => worker::run(args),
         Command::Bench(args) => bench::run(args),
