@@ -315,6 +315,9 @@ fn ready<T: Send + 'static>(reply: Reply<T>, value: T) -> Pending {
 struct Outbox {
     replies: Vec<Pending>,
     puts: Vec<(String, Vec<u8>)>,
+    /// Observability queries, answered after the turn's scheduling pass, so that they see
+    /// the engine at the turn's `now` and after its commands.
+    queries: Vec<Query>,
 }
 
 /// The writer loop. See the module documentation.
@@ -513,6 +516,12 @@ impl<S: EventStore> Writer<S> {
         Observer::timed(&self.shared.metrics, "schedule", pass_started.elapsed());
         let granted = leases.len();
         self.deliver(now, leases, &mut out);
+        for query in std::mem::take(&mut out.queries) {
+            let send = self
+                .observer
+                .answer(&self.shared.metrics, &mut self.engine, now, query);
+            out.replies.push(Pending::Ready(send));
+        }
         // Stop requests reach workers through their heartbeats; nothing pushes them.
         let _ = self.engine.poll_stops();
         let events = self.engine.drain_events();
@@ -669,12 +678,7 @@ impl<S: EventStore> Writer<S> {
                 }
                 out.replies.push(ready(reply, result));
             }
-            Command::Observe(query) => {
-                let send = self
-                    .observer
-                    .answer(&self.shared.metrics, &mut self.engine, now, query);
-                out.replies.push(Pending::Ready(send));
-            }
+            Command::Observe(query) => out.queries.push(query),
             Command::Wake => {}
         }
     }
