@@ -6,6 +6,8 @@ use crate::types::*;
 use reqwest::{Method, RequestBuilder, Url};
 use serde::de::DeserializeOwned;
 use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use time::OffsetDateTime;
 
@@ -13,6 +15,13 @@ use time::OffsetDateTime;
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 /// The default time to establish a connection.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// The default failover window of a client of several servers (see [`ClientBuilder::failover`]).
+pub const DEFAULT_FAILOVER: Duration = Duration::from_secs(30);
+/// The most redirects to a leader one try follows before it counts as a failed try (leaders
+/// changing under it).
+const MAX_REDIRECTS: u32 = 4;
+/// The longest wait between two rounds of tries over the servers.
+const FAILOVER_BACKOFF_MAX: Duration = Duration::from_secs(1);
 
 /// A fresh job id: a UUID v7, so ids sort by creation time and never collide across producers.
 pub fn new_job_id() -> String {
@@ -168,9 +177,20 @@ impl RetryPolicy {
     }
 }
 
-/// A client of one Fairway server.
+/// A client of a Fairway server, or of several replicas of one.
 ///
-/// Cheap to clone (the connection pool is shared). Every call is a single HTTP request; none
+/// Cheap to clone (the connection pool, and what it learned about the leader, are shared).
+///
+/// **Replicas.** A replica that follows answers `307` with the leader's URL: the client sends
+/// the call again there, and sends later calls there directly. Given several servers
+/// (`http://a:7700,http://b:7700`), a call that cannot reach the one it tried, or gets `503`
+/// from it, goes on to the next, for up to the failover window
+/// ([`ClientBuilder::failover`]), so that a change of leader costs a pause, not an error.
+/// Only calls that are safe to repeat are sent again after an unknown outcome (a timeout, a
+/// dropped connection, `503 unavailable`): submissions carry their job id, heartbeats and
+/// completions their epoch, reads change nothing. `PUT /v1/policy` is sent again only when it
+/// surely was not applied (the connection was refused, or `503 not_ready` / `no_leader`).
+/// With one server and no failover window, a call is a single try (redirects aside), and none
 /// retries on its own except [`Client::submit_with_retry`].
 #[derive(Clone)]
 pub struct Client {
@@ -178,6 +198,19 @@ pub struct Client {
     base: Url,
     token: Option<String>,
     timeout: Duration,
+    /// Every server given, `base` first.
+    servers: Arc<[Url]>,
+    /// Where calls go now: the leader learned from a redirect, or the server in turn.
+    route: Arc<Route>,
+    /// How long a call keeps trying other servers.
+    failover: Duration,
+}
+
+/// Where a client's calls go: the leader it learned of, if any, else `servers[next]`.
+#[derive(Debug, Default)]
+struct Route {
+    leader: std::sync::Mutex<Option<Url>>,
+    next: AtomicUsize,
 }
 
 impl fmt::Debug for Client {
@@ -185,19 +218,21 @@ impl fmt::Debug for Client {
         // The token stays out of logs.
         f.debug_struct("Client")
             .field("base", &self.base.as_str())
+            .field("servers", &self.servers.len())
             .field("token", &self.token.as_ref().map(|_| "<set>"))
             .field("timeout", &self.timeout)
             .finish()
     }
 }
 
-/// Builds a [`Client`]: base URL, bearer token, timeouts.
+/// Builds a [`Client`]: base URL (or several, comma-separated), bearer token, timeouts.
 #[derive(Clone, Debug)]
 pub struct ClientBuilder {
     base: String,
     token: Option<String>,
     timeout: Duration,
     connect_timeout: Duration,
+    failover: Option<Duration>,
 }
 
 impl ClientBuilder {
@@ -220,40 +255,76 @@ impl ClientBuilder {
         self
     }
 
-    /// The client. Fails when the base URL is not an `http://` URL: this SDK is built without
+    /// How long one call keeps trying the other servers when the one it tried cannot be
+    /// reached or answers `503` (a leader failing over). Default: [`DEFAULT_FAILOVER`] with
+    /// several servers, none with one.
+    pub fn failover(mut self, window: Duration) -> ClientBuilder {
+        self.failover = Some(window);
+        self
+    }
+
+    /// The client. Fails when a base URL is not an `http://` URL: this SDK is built without
     /// TLS, so put a TLS-terminating proxy in front of a server reached over a network.
+    /// Several URLs, separated by commas, name replicas of one server.
     pub fn build(self) -> Result<Client, Error> {
-        let mut base = Url::parse(&self.base)
-            .map_err(|e| Error::Invalid(format!("server URL `{}`: {e}", self.base)))?;
-        if base.scheme() != "http" {
-            return Err(Error::Invalid(format!(
-                "server URL `{}`: only http:// is supported (this client is built without TLS)",
-                self.base
-            )));
-        }
-        if base.cannot_be_a_base() || base.query().is_some() || base.fragment().is_some() {
+        let servers = self
+            .base
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(parse_base)
+            .collect::<Result<Vec<Url>, Error>>()?;
+        let Some(base) = servers.first().cloned() else {
             return Err(Error::Invalid(format!(
                 "server URL `{}`: expected http://HOST[:PORT][/PREFIX]",
                 self.base
             )));
-        }
-        // A trailing slash would otherwise add an empty path segment before `v1`.
-        if base.path().ends_with('/') {
-            let trimmed = base.path().trim_end_matches('/').to_string();
-            base.set_path(&trimmed);
-        }
+        };
         let http = reqwest::Client::builder()
             .timeout(self.timeout)
             .connect_timeout(self.connect_timeout)
+            // Redirects to the leader are followed here, with the token (reqwest would drop
+            // it on a change of host or port).
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(Error::Transport)?;
+        let failover = self.failover.unwrap_or(if servers.len() > 1 {
+            DEFAULT_FAILOVER
+        } else {
+            Duration::ZERO
+        });
         Ok(Client {
             http,
             base,
             token: self.token,
             timeout: self.timeout,
+            servers: servers.into(),
+            route: Arc::new(Route::default()),
+            failover,
         })
     }
+}
+
+/// One server URL: `http://HOST[:PORT][/PREFIX]`, without a trailing slash.
+fn parse_base(text: &str) -> Result<Url, Error> {
+    let mut base =
+        Url::parse(text).map_err(|e| Error::Invalid(format!("server URL `{text}`: {e}")))?;
+    if base.scheme() != "http" {
+        return Err(Error::Invalid(format!(
+            "server URL `{text}`: only http:// is supported (this client is built without TLS)"
+        )));
+    }
+    if base.cannot_be_a_base() || base.query().is_some() || base.fragment().is_some() {
+        return Err(Error::Invalid(format!(
+            "server URL `{text}`: expected http://HOST[:PORT][/PREFIX]"
+        )));
+    }
+    // A trailing slash would otherwise add an empty path segment before `v1`.
+    if base.path().ends_with('/') {
+        let trimmed = base.path().trim_end_matches('/').to_string();
+        base.set_path(&trimmed);
+    }
+    Ok(base)
 }
 
 impl Client {
@@ -270,12 +341,24 @@ impl Client {
             token: None,
             timeout: DEFAULT_TIMEOUT,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            failover: None,
         }
     }
 
-    /// The server's base URL.
+    /// The server's base URL (the first one given).
     pub fn base_url(&self) -> &str {
         self.base.as_str()
+    }
+
+    /// Every server URL given, the first one first.
+    pub fn server_urls(&self) -> Vec<String> {
+        self.servers.iter().map(|u| u.to_string()).collect()
+    }
+
+    /// Who leads (`GET /v1/leader`), as the replica this call reaches sees it.
+    pub async fn leader(&self) -> Result<LeaderInfo, Error> {
+        self.call(self.request(Method::GET, &["v1", "leader"]))
+            .await
     }
 
     /// Submits one job (`POST /v1/jobs`).
@@ -547,23 +630,134 @@ impl Client {
     }
 
     /// Sends `request`; a 2xx reply's status and body, or the error the reply stands for.
+    ///
+    /// Follows a follower's redirect to the leader (and remembers the leader); within the
+    /// failover window, tries the other servers after a transport error or a `503` (see
+    /// [`Client`] for which calls are sent again).
     async fn send(&self, request: RequestBuilder) -> Result<(u16, Vec<u8>), Error> {
-        let response = request.send().await?;
-        let status = response.status().as_u16();
-        let retry_after = response
-            .headers()
-            .get(reqwest::header::RETRY_AFTER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .map(Duration::from_secs);
-        let body = response.bytes().await?.to_vec();
-        if (200..300).contains(&status) {
-            Ok((status, body))
-        } else {
-            Err(Error::from_reply(status, &body, retry_after))
+        let (http, template) = request.build_split();
+        let template = template?;
+        let repeatable =
+            !(template.method() == Method::PUT && template.url().path().ends_with("/v1/policy"));
+        let started = tokio::time::Instant::now();
+        let mut backoff = Duration::from_millis(50);
+        let mut redirects = 0;
+        let mut failed_in_round = 0;
+        loop {
+            let target = self.target();
+            let mut request = template.try_clone().ok_or_else(|| {
+                Error::Invalid("the request's body cannot be sent twice".to_string())
+            })?;
+            *request.url_mut() = self.rebase(template.url(), &target);
+            let (error, may_repeat) = match http.execute(request).await {
+                Ok(response) => {
+                    let status = response.status().as_u16();
+                    let header = |name| {
+                        response
+                            .headers()
+                            .get(name)
+                            .and_then(|v| v.to_str().ok())
+                            .map(str::to_string)
+                    };
+                    let retry_after = header(reqwest::header::RETRY_AFTER.as_str())
+                        .and_then(|v| v.trim().parse::<u64>().ok())
+                        .map(Duration::from_secs);
+                    let leader = header(LEADER_HEADER).and_then(|l| parse_base(&l).ok());
+                    let body = response.bytes().await?.to_vec();
+                    if (200..300).contains(&status) {
+                        return Ok((status, body));
+                    }
+                    if status == 307 || status == 308 {
+                        if let Some(leader) = leader
+                            && redirects < MAX_REDIRECTS
+                        {
+                            tracing::debug!(leader = %leader, "following the redirect to the leader");
+                            self.set_leader(Some(leader));
+                            redirects += 1;
+                            continue;
+                        }
+                        // Replicas disagree on who leads (a change under way): try again.
+                        let error = Error::Http {
+                            status: 503,
+                            code: "no_leader".into(),
+                            message: format!(
+                                "redirected {redirects} times without reaching the leader"
+                            ),
+                        };
+                        (error, true)
+                    } else {
+                        let error = Error::from_reply(status, &body, retry_after);
+                        if status != 503 {
+                            return Err(error);
+                        }
+                        // Answered before reaching a writer: nothing was applied.
+                        let not_applied = matches!(&error, Error::Http { code, .. } if code == "no_leader" || code == "not_ready");
+                        (error, repeatable || not_applied)
+                    }
+                }
+                Err(e) => {
+                    let not_sent = e.is_connect();
+                    (Error::Transport(e), repeatable || not_sent)
+                }
+            };
+            // This server failed the call: forget the leader it was, go on to the next one.
+            self.set_leader(None);
+            self.route.next.fetch_add(1, Ordering::Relaxed);
+            redirects = 0;
+            failed_in_round += 1;
+            let wait = if failed_in_round >= self.servers.len() {
+                failed_in_round = 0;
+                let wait = backoff;
+                backoff = (backoff * 2).min(FAILOVER_BACKOFF_MAX);
+                wait
+            } else {
+                Duration::ZERO
+            };
+            if !may_repeat || started.elapsed() + wait >= self.failover {
+                return Err(error);
+            }
+            tracing::debug!(error = %error, target = %target, wait_ms = wait.as_millis() as u64, "call failed; trying the next server");
+            tokio::time::sleep(wait).await;
         }
     }
+
+    /// Where the next try goes: the leader learned from a redirect, else the server in turn.
+    fn target(&self) -> Url {
+        if let Some(leader) = self
+            .route
+            .leader
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+        {
+            return leader;
+        }
+        let i = self.route.next.load(Ordering::Relaxed) % self.servers.len().max(1);
+        self.servers
+            .get(i)
+            .cloned()
+            .unwrap_or_else(|| self.base.clone())
+    }
+
+    fn set_leader(&self, leader: Option<Url>) {
+        *self.route.leader.lock().unwrap_or_else(|e| e.into_inner()) = leader;
+    }
+
+    /// `url`, built on the first server's base, moved onto `target`'s base.
+    fn rebase(&self, url: &Url, target: &Url) -> Url {
+        let suffix = url
+            .path()
+            .strip_prefix(self.base.path())
+            .unwrap_or(url.path());
+        let mut out = target.clone();
+        out.set_path(&format!("{}{suffix}", target.path().trim_end_matches('/')));
+        out.set_query(url.query());
+        out
+    }
 }
+
+/// The header in which a follower names the leader.
+const LEADER_HEADER: &str = "fairway-leader";
 
 #[cfg(test)]
 mod tests {

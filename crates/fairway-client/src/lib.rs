@@ -57,15 +57,15 @@ pub mod types;
 pub mod worker;
 
 pub use client::{
-    Client, ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT, RetryPolicy, Submitted,
-    new_job_id,
+    Client, ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_FAILOVER, DEFAULT_TIMEOUT, RetryPolicy,
+    Submitted, new_job_id,
 };
 pub use error::Error;
 pub use observe::{DecisionFilter, DecisionPage, Explanation, Overview, TenantReport};
 pub use types::{
     Action, AttemptOutcome, BatchItem, BatchResult, CompleteRequest, Completion, CompletionResult,
-    ErrorBody, HeartbeatReply, JobSpec, JobState, JobStateReply, JobStatus, Lease, LeaseRequest,
-    MAX_BATCH, PolicyError, PolicyReply, PolicyVersion, SubmitReply,
+    ErrorBody, HeartbeatReply, JobSpec, JobState, JobStateReply, JobStatus, LeaderInfo, Lease,
+    LeaseRequest, MAX_BATCH, PolicyError, PolicyReply, PolicyVersion, SubmitReply,
 };
 pub use worker::{
     JobContext, JobOutcome, ShutdownHandle, StopReason, StopSignal, Worker, WorkerConfig,

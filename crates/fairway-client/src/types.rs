@@ -501,6 +501,24 @@ pub struct ErrorBody {
     pub errors: Vec<PolicyError>,
 }
 
+/// Who leads (`GET /v1/leader`), as the replica that answered sees it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaderInfo {
+    /// The leader's advertised URL; absent while no replica leads.
+    #[serde(default)]
+    pub leader: Option<String>,
+    /// The leader's term: it rises with every change of leader (0 on an embedded store).
+    pub term: u64,
+    /// The answering replica's advertised URL.
+    #[serde(rename = "self")]
+    pub self_url: String,
+    /// Whether the answering replica is the leader.
+    pub is_leader: bool,
+    /// `standalone` (embedded store), `leader` or `follower`.
+    #[serde(default)]
+    pub role: String,
+}
+
 #[cfg(test)]
 mod tests {
     //! Each reply is decoded from the literal JSON of the contract, and each request encodes to

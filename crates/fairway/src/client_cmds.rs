@@ -41,7 +41,8 @@ Exit codes:
 /// Where the server is and how to authenticate.
 #[derive(Args, Debug, Clone)]
 pub struct ServerArgs {
-    /// The server's base URL.
+    /// The server's base URL; or the URLs of several replicas, separated by commas (calls
+    /// follow the leader and fail over between them).
     #[arg(
         long,
         env = "FAIRWAY_SERVER",
