@@ -41,6 +41,15 @@ pub enum BenchTarget {
     /// jobs and 10..10^5 tenants per policy, measure bytes per queued job, and compare seed
     /// 002's two-tier pop. Prints one JSON line per configuration.
     Engine(EngineArgs),
+    /// Run the peer harness's scenarios (enqueue, e2e, fair, prio) against a real `fairway
+    /// serve` through the Rust SDK over loopback HTTP, durability on; one JSON line per
+    /// scenario and variant, in the harness's shape.
+    E2e(Box<crate::bench_e2e::E2eArgs>),
+    /// Resident memory of a server holding 10^6 queued jobs, per job.
+    Memory(crate::bench_e2e::MemoryArgs),
+    /// Time from process start to ready with 10^6 queued jobs in the store, with and without
+    /// snapshots.
+    Restart(crate::bench_e2e::RestartArgs),
 }
 
 #[derive(Args, Debug)]
@@ -80,6 +89,9 @@ pub struct EngineArgs {
 pub fn run(args: BenchArgs) -> ExitCode {
     match args.target {
         BenchTarget::Engine(args) => engine(args),
+        BenchTarget::E2e(args) => crate::bench_e2e::e2e(*args),
+        BenchTarget::Memory(args) => crate::bench_e2e::memory(args),
+        BenchTarget::Restart(args) => crate::bench_e2e::restart(args),
     }
 }
 

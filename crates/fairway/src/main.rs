@@ -7,6 +7,7 @@
 //! 5 not found (see `client_cmds`).
 
 mod bench;
+mod bench_e2e;
 mod client_cmds;
 mod observe_cmds;
 mod policy;
@@ -45,7 +46,8 @@ enum Command {
     Policy(policy::PolicyArgs),
     /// Run jobs from a server through a command: lease, run, heartbeat, complete.
     Worker(worker::WorkerArgs),
-    /// Measure the engine: cost per dispatch decision, memory per queued job.
+    /// Measure the engine (cost per dispatch decision, memory per queued job) and the server
+    /// (peer scenarios end to end, memory, restart).
     Bench(bench::BenchArgs),
 }
 

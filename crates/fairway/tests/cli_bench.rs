@@ -1,0 +1,146 @@
+//! `fairway bench e2e`, `memory` and `restart` at tiny sizes, as a user runs them: each starts
+//! real servers, runs its scenarios, and prints well-formed JSON lines of the peer harness's
+//! shape. The numbers themselves are not checked (a debug build on a shared machine measures
+//! nothing); that every job was worked, and that each line carries its scenario's fields, is.
+
+use serde_json::Value;
+use std::process::Command;
+
+/// Runs `fairway bench ARGS..` and returns its stdout lines parsed as JSON.
+fn bench(args: &[&str]) -> Vec<Value> {
+    let out = Command::new(env!("CARGO_BIN_EXE_fairway"))
+        .arg("bench")
+        .args(args)
+        .output()
+        .expect("run the fairway binary");
+    assert!(
+        out.status.success(),
+        "fairway bench {args:?} failed ({}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .expect("UTF-8 output")
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect()
+}
+
+fn line<'a>(lines: &'a [Value], scenario: &str, variant: Option<&str>) -> &'a Value {
+    lines
+        .iter()
+        .find(|l| l["scenario"] == scenario && l.get("variant").and_then(Value::as_str) == variant)
+        .unwrap_or_else(|| panic!("no {scenario} {variant:?} line in {lines:#?}"))
+}
+
+#[test]
+fn e2e_runs_every_scenario_and_prints_the_harness_shape() {
+    let lines = bench(&[
+        "e2e",
+        "--n",
+        "500",
+        "--single-n",
+        "20",
+        "--single-conc-n",
+        "100",
+        "--fair-a",
+        "300",
+        "--fair-b",
+        "20",
+        "--prio-window-s",
+        "1",
+        "--prio-high-water",
+        "200",
+        "--prio-low-water",
+        "100",
+        "--prio-low",
+        "10",
+        "--workers",
+        "2",
+        "--batch",
+        "50",
+        "--sdk-concurrency",
+        "16",
+    ]);
+    // enqueue, e2e x 3 variants, fair x 2, prio x 2.
+    assert_eq!(lines.len(), 8, "{lines:#?}");
+    for l in &lines {
+        assert_eq!(l["peer"], "fairway");
+        assert!(l["ts"].is_string() && l["nproc"].as_u64().is_some_and(|n| n >= 1));
+    }
+    let enqueue = line(&lines, "enqueue", None);
+    assert_eq!(enqueue["bulk"]["jobs"], 500);
+    assert!(enqueue["bulk"]["jobs_per_s"].as_f64().unwrap() > 0.0);
+    assert_eq!(enqueue["single_sequential"]["jobs"], 20);
+    assert_eq!(enqueue["single_concurrent"]["jobs"], 100);
+    for variant in ["batched", "sdk-worker", "single"] {
+        let e2e = line(&lines, "e2e", Some(variant));
+        assert_eq!(e2e["complete"], true, "{e2e}");
+        assert_eq!(e2e["jobs_done"], 500, "{e2e}");
+        assert_eq!(e2e["enqueue_to_start"]["n"], 500);
+        assert!(e2e["e2e_jobs_per_s"].as_f64().unwrap() > 0.0);
+        // Every sampled job reads back as succeeded.
+        assert_eq!(
+            e2e["verified"]["sampled"], e2e["verified"]["succeeded"],
+            "{e2e}"
+        );
+    }
+    assert_eq!(
+        line(&lines, "e2e", Some("batched"))["completions_acknowledged"],
+        500
+    );
+    for variant in ["batched", "sdk-worker"] {
+        let fair = line(&lines, "fair", Some(variant));
+        assert_eq!(fair["total_completions"], 320, "{fair}");
+        assert_eq!(fair["b_done"], 20);
+        assert_eq!(fair["b_wait_enqueue_to_start"]["n"], 20);
+        assert!(fair["b_last_completion_position"].as_u64().unwrap() <= 320);
+        let prio = line(&lines, "prio", Some(variant));
+        assert_eq!(prio["low_jobs"], 10, "{prio}");
+        assert_eq!(prio["low_done_total"], 10, "{prio}");
+        assert!(prio["low_started_in_window"].as_u64().is_some());
+        assert_eq!(prio["low_band_floor"], 0.5);
+    }
+}
+
+#[test]
+fn memory_and_restart_report_per_job_resident_memory_and_time_to_ready() {
+    let memory = bench(&["memory", "--jobs", "2000", "--payloads", "small"]);
+    assert_eq!(memory.len(), 1, "{memory:#?}");
+    assert_eq!(memory[0]["scenario"], "memory");
+    assert_eq!(memory[0]["jobs"], 2000);
+    assert!(memory[0]["rss_bytes_settled"].as_u64().unwrap() > 0);
+    assert!(memory[0]["rss_bytes_per_job"].is_number());
+
+    let restart = bench(&[
+        "restart",
+        "--jobs",
+        "2000",
+        "--variants",
+        "no-snapshot,clean",
+    ]);
+    assert_eq!(restart.len(), 2, "{restart:#?}");
+    for (l, variant) in restart.iter().zip(["no-snapshot", "clean"]) {
+        assert_eq!(l["variant"], variant);
+        assert!(l["start_to_ready_seconds"].as_f64().unwrap() > 0.0);
+        // The restarted server recovered every queued job.
+        assert_eq!(l["recovered"]["live_jobs"], 2000, "{l}");
+    }
+    // Without a snapshot the whole log is replayed; after a clean stop, none of it.
+    assert!(restart[0]["recovered"]["replayed_events"].as_u64().unwrap() >= 2000);
+    assert_eq!(
+        restart[1]["recovered"]["replayed_events"], 0,
+        "{}",
+        restart[1]
+    );
+}
+
+#[test]
+fn bad_arguments_exit_2_naming_the_flag() {
+    let out = Command::new(env!("CARGO_BIN_EXE_fairway"))
+        .args(["bench", "e2e", "--batch", "0", "--scenarios", "e2e"])
+        .output()
+        .expect("run the fairway binary");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--batch"));
+}
