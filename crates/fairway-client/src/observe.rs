@@ -101,7 +101,7 @@ pub struct Explanation {
     pub state: String,
     /// The explanation in one sentence.
     pub summary: String,
-    /// Why it waits, one reason per pool it could run in.
+    /// Why it waits: one reason per kind of worker that could run it.
     #[serde(default)]
     pub reasons: Vec<WaitReason>,
     /// Workers running it.

@@ -592,11 +592,15 @@ impl Observer {
         }
         let explanation = engine.explain(id)?;
         let visible = |name: &str| scope.is_none_or(|s| in_scope(s, name));
-        let reasons: Vec<WaitReasonBody> = explanation
-            .reasons
-            .iter()
-            .map(|r| wait_reason(r, &visible))
-            .collect();
+        // The engine gives one reason per group of workers that could run the job; groups of
+        // one pool often say the same thing.
+        let mut reasons: Vec<WaitReasonBody> = Vec::new();
+        for r in &explanation.reasons {
+            let body = wait_reason(r, &visible);
+            if !reasons.contains(&body) {
+                reasons.push(body);
+            }
+        }
         let state = status.state.as_str().to_string();
         let summary = if let Some(ended) = &explanation.ended {
             if ended == &state {

@@ -420,6 +420,21 @@ async fn explain_tenants_decisions_and_overview() {
             .unwrap()
             .contains("max-age=31536000")
     );
+
+    // A second kind of worker (another capacity) is a second group the job could run in:
+    // the engine gives a reason per group, and the same reason is said once.
+    let (code, _) = server
+        .post(
+            "/v1/leases",
+            json!({"worker": "w2", "capacity": {"cpu": 2}, "max_jobs": 0}),
+        )
+        .await;
+    assert_eq!(code, 200);
+    let (_, e) = server.get("/v1/jobs/small-0/explain").await;
+    let reasons = e["reasons"].as_array().unwrap();
+    for (i, r) in reasons.iter().enumerate() {
+        assert!(!reasons[..i].contains(r), "a reason is repeated: {e}");
+    }
 }
 
 const TOKENS: &str = r#"

@@ -437,7 +437,7 @@ fn classes_panel(v: &OverviewReply) -> Markup {
                         td.num { (c.priority) }
                         td.num { (pct(c.reserve)) }
                         td.num { (c.queued.map(|q| q.to_string()).unwrap_or_else(|| "?".into())) }
-                        td {
+                        td.age {
                             @if let Some(a) = c.oldest_age_s {
                                 svg width="120" height="10" viewBox="0 0 120 10" {
                                     rect x="0" y="1" width=((a / max_age * 120.0).round()) height="8" fill="#f4a259" {}
@@ -625,6 +625,7 @@ tr.over-share td { background: #fdecee; }
 .key { display: inline-block; width: 10px; height: 10px; }
 td.reason { color: #333; }
 td.time { font-variant-numeric: tabular-nums; color: #555; }
+td.age { white-space: nowrap; }
 .summary .why { font-weight: 600; }
 "#;
 

@@ -64,7 +64,8 @@ pub struct ExplainReply {
     pub state: String,
     /// The explanation in one sentence.
     pub summary: String,
-    /// Why it waits, one reason per pool it could run in (empty unless queued or deferred).
+    /// Why it waits: one reason per kind of worker that could run it, repeats removed (empty
+    /// unless queued or deferred).
     pub reasons: Vec<WaitReasonBody>,
     /// Workers running it.
     pub workers: Vec<String>,
