@@ -178,12 +178,10 @@ fn explain_and_top_from_the_command_line() {
 
 /// Where chromium is, if it is installed.
 fn chromium() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("FAIRWAY_CHROMIUM") {
-        return Some(PathBuf::from(p));
-    }
-    ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
-        .iter()
+    std::env::var_os("FAIRWAY_CHROMIUM")
         .map(PathBuf::from)
+        .into_iter()
+        .chain(["/usr/bin/chromium", "/usr/bin/chromium-browser"].map(PathBuf::from))
         .find(|p| p.exists())
 }
 
