@@ -17,7 +17,7 @@ fn check_file(path: &Path) {
         // Check at every power of four, so that long runs are checked throughout (early, when
         // states are small and varied, and at growing intervals) at a cost proportional to
         // their length.
-        if !(steps.is_power_of_two() && steps.trailing_zeros() % 2 == 0) {
+        if !(steps.is_power_of_two() && steps.trailing_zeros().is_multiple_of(2)) {
             return;
         }
         checks += 1;
