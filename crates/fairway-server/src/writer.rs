@@ -1071,6 +1071,112 @@ mod tests {
         assert_eq!(store.payload("j").unwrap(), None);
     }
 
+    /// A store whose leader term was taken by another replica, as `PgStore` behaves then:
+    /// every write and every term check is refused with `Deposed`; reads still work.
+    struct DeposedStore(MemStore);
+
+    fn deposed() -> fairway_store::StoreError {
+        fairway_store::StoreError::Deposed {
+            term: 1,
+            message: "another replica took the term".into(),
+        }
+    }
+
+    impl EventStore for DeposedStore {
+        fn commit(&mut self, batch: &Batch) -> Result<u64, fairway_store::StoreError> {
+            if batch.is_empty() {
+                return Ok(self.0.last_lsn());
+            }
+            Err(deposed())
+        }
+        fn put_snapshot(&mut self, _: u64, _: &[u8]) -> Result<(), fairway_store::StoreError> {
+            Err(deposed())
+        }
+        fn recover(&mut self) -> Result<fairway_store::Recovered, fairway_store::StoreError> {
+            self.0.recover()
+        }
+        fn payload(&self, job: &str) -> Result<Option<Vec<u8>>, fairway_store::StoreError> {
+            self.0.payload(job)
+        }
+        fn last_lsn(&self) -> u64 {
+            self.0.last_lsn()
+        }
+        fn fence(&mut self) -> Result<(), fairway_store::StoreError> {
+            Err(deposed())
+        }
+    }
+
+    /// A deposed leader answers no read either: a turn with nothing to commit (a status and a
+    /// policy read) checks the term before answering, and when the check is refused every
+    /// caller gets `Unavailable` and the writer stops, marked failed.
+    #[test]
+    fn a_deposed_store_answers_no_read() {
+        let mut store = MemStore::new();
+        let (engine, unsnapshotted) =
+            recover(&mut store, &settings(), Time::from_millis(1_000)).unwrap();
+        let (tx, rx) = sync_channel(16);
+        let shared = Arc::new(Shared::default());
+        shared.ready.store(true, Ordering::Release);
+        let (status_tx, status_rx) = oneshot::channel();
+        tx.send(Command::Status {
+            job: "j".into(),
+            tenant: None,
+            reply: status_tx,
+        })
+        .unwrap();
+        let (policy_tx, policy_rx) = oneshot::channel();
+        tx.send(Command::GetPolicy { reply: policy_tx }).unwrap();
+        let writer = Writer::new(
+            engine,
+            unsnapshotted,
+            DeposedStore(store),
+            rx,
+            shared.clone(),
+            settings(),
+        );
+        let result = writer.run();
+        assert!(result.is_err(), "{result:?}");
+        assert_eq!(status_rx.blocking_recv().unwrap(), Err(Unavailable));
+        assert!(matches!(
+            policy_rx.blocking_recv().unwrap(),
+            Err(Unavailable)
+        ));
+        assert!(shared.failed.load(Ordering::Acquire));
+    }
+
+    /// The election's `deposed` flag stops a writer between turns: a parked long poll gets
+    /// `Unavailable`, not an empty list (which would be an answer), and the writer hands the
+    /// command channel back for the replica's next term.
+    #[test]
+    fn the_deposed_flag_stops_the_writer_and_returns_the_channel() {
+        let mut store = MemStore::new();
+        let (engine, unsnapshotted) =
+            recover(&mut store, &settings(), Time::from_millis(1_000)).unwrap();
+        let (tx, rx) = sync_channel(16);
+        let shared = Arc::new(Shared::default());
+        shared.ready.store(true, Ordering::Release);
+        let (lease_tx, lease_rx) = oneshot::channel();
+        tx.send(Command::Lease {
+            offer: offer("w1"),
+            wait: Dur::from_secs(30),
+            reply: lease_tx,
+        })
+        .unwrap();
+        shared.deposed.store(true, Ordering::Release);
+        let writer = Writer::new(engine, unsnapshotted, store, rx, shared.clone(), settings());
+        let (result, rx) = writer.run_keeping_channel();
+        assert!(result.is_err(), "{result:?}");
+        assert!(matches!(
+            lease_rx.blocking_recv().unwrap(),
+            Err(Unavailable)
+        ));
+        tx.send(Command::Wake).unwrap();
+        assert!(
+            matches!(rx.try_recv(), Ok(Command::Wake)),
+            "the channel came back"
+        );
+    }
+
     /// The same turn with a working store answers after the commit: the submission is
     /// accepted, the parked long poll gets the lease with the job's payload, and both are
     /// durable.

@@ -116,10 +116,9 @@ pub trait EventStore: Send {
     /// The LSN of the last committed event (0 before the first). Durable: it survives reopening.
     fn last_lsn(&self) -> Lsn;
 
-    /// Confirms that this store may still write, durably, as a commit would: for a backend
-    /// fenced by a leader term ([`PgStore`]), a transaction that checks the term (and
-    /// [`StoreError::Deposed`] when another replica has taken over); for a single-writer
-    /// backend, nothing. The server calls it before answering a turn that committed nothing
+    /// Confirms that this store still holds the right to write: for a backend fenced by a
+    /// leader term ([`PgStore`]), a read of the leader row (and [`StoreError::Deposed`] when
+    /// another replica has taken over); for a single-writer backend, nothing. The server calls it before answering a turn that committed nothing
     /// (reads, refusals), so that a deposed leader answers nothing at all. An error poisons.
     fn fence(&mut self) -> Result<(), StoreError> {
         Ok(())

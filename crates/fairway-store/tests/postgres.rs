@@ -196,7 +196,21 @@ fn a_deposed_leader_commits_nothing() {
             .map(|(l, t)| (l.to_string(), t.to_string()))
     );
 
-    // A fresh open with a stale fence is refused at its first write, too.
+    // A fresh open with a stale fence fails its term check, and is refused at its first
+    // write, too.
+    let mut stale = PgStore::open(
+        db.url(),
+        fairway_store::Fence {
+            holder: "old".into(),
+            term: 1,
+            lease_ms: 60_000,
+        },
+    )
+    .unwrap();
+    assert!(matches!(
+        stale.fence(),
+        Err(StoreError::Deposed { term: 1, .. })
+    ));
     let mut stale = PgStore::open(
         db.url(),
         fairway_store::Fence {

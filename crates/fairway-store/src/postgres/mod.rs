@@ -516,16 +516,21 @@ impl PgStore {
             .map_err(|e| pg_error("committing a snapshot", &e))
     }
 
-    async fn fence_only(&self) -> Result<(), StoreError> {
-        let mut client = self.pool.get().await.map_err(pool_error)?;
-        let txn = client
-            .transaction()
+    async fn check_term(&self) -> Result<(), StoreError> {
+        let client = self.pool.get().await.map_err(pool_error)?;
+        let term = i64::try_from(self.fence.term).unwrap_or(i64::MAX);
+        let rows = client
+            .query(sql("check_term"), &[&self.fence.holder, &term])
             .await
-            .map_err(|e| pg_error("beginning a term check", &e))?;
-        self.fence_in(&txn).await?;
-        txn.commit()
-            .await
-            .map_err(|e| pg_error("committing a term check", &e))
+            .map_err(|e| pg_error("checking the leader term", &e))?;
+        if rows.len() == 1 {
+            Ok(())
+        } else {
+            Err(StoreError::Deposed {
+                term: self.fence.term,
+                message: "the leader row no longer names this replica and term".into(),
+            })
+        }
     }
 
     async fn recover_inner(&self) -> Result<Recovered, StoreError> {
@@ -651,7 +656,7 @@ impl EventStore for PgStore {
 
     fn fence(&mut self) -> Result<(), StoreError> {
         self.check_poisoned()?;
-        match self.block_on(self.fence_only()) {
+        match self.block_on(self.check_term()) {
             Ok(()) => Ok(()),
             Err(e) => {
                 self.poisoned = true;
@@ -674,6 +679,7 @@ mod tests {
             "schema_version",
             "record_migration",
             "fence",
+            "check_term",
             "log_bounds",
             "append_events",
             "put_payloads",

@@ -28,6 +28,13 @@ UPDATE fairway_leader
        expires_at = greatest(expires_at, now() + $3::bigint * interval '1 millisecond')
  WHERE name = 'scheduler' AND holder = $1 AND term = $2
 
+-- name: check_term
+-- $1 holder, $2 term. One row while this holder still has the term. Checked before answering a
+-- turn that committed nothing: a read that sees the term was taken by no one at that moment,
+-- so answering from this replica's state is answering from the latest committed state. It
+-- writes nothing (no WAL flush per read-only turn).
+SELECT 1 FROM fairway_leader WHERE name = 'scheduler' AND holder = $1 AND term = $2
+
 -- name: log_bounds
 -- The last LSN: the log ends at the later of its last event and its latest snapshot (events are
 -- pruned only up to a snapshot); and the latest snapshot's LSN, if any.
