@@ -799,6 +799,72 @@ mod tests {
         assert_eq!(url, "http://example.test/fairway/v1/policy");
     }
 
+    /// Several comma-separated URLs are replicas of one server; a request built on the first
+    /// moves onto another's base (its own prefix included), path, encoding and query kept.
+    #[test]
+    fn several_servers_are_replicas_and_requests_move_between_them() {
+        let client = Client::new("http://a.test:1/fairway/, http://b.test:2").unwrap();
+        assert_eq!(
+            client.server_urls(),
+            ["http://a.test:1/fairway", "http://b.test:2/"]
+        );
+        assert_eq!(
+            client.failover, DEFAULT_FAILOVER,
+            "several servers fail over"
+        );
+        let mut url = client.url(&["v1", "jobs", "a/b"]);
+        url.set_query(Some("x=1"));
+        let b = Url::parse("http://b.test:2").unwrap();
+        assert_eq!(
+            client.rebase(&url, &b).as_str(),
+            "http://b.test:2/v1/jobs/a%2Fb?x=1"
+        );
+        let c = parse_base("http://c.test:3/prefix/").unwrap();
+        assert_eq!(
+            client.rebase(&url, &c).as_str(),
+            "http://c.test:3/prefix/v1/jobs/a%2Fb?x=1"
+        );
+        assert_eq!(
+            Client::new("http://a.test:1").unwrap().failover,
+            Duration::ZERO,
+            "one server: a call is one try"
+        );
+        assert!(matches!(
+            Client::new("http://a.test:1,https://b.test"),
+            Err(Error::Invalid(_))
+        ));
+        assert!(matches!(Client::new(" , "), Err(Error::Invalid(_))));
+    }
+
+    /// Within the failover window a call goes round the servers, backing off between rounds,
+    /// and ends with the last error once the window is spent.
+    #[tokio::test]
+    async fn a_call_tries_every_server_within_the_failover_window() {
+        let dead = || {
+            std::net::TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .unwrap()
+                .port()
+        };
+        let urls = format!("http://127.0.0.1:{},http://127.0.0.1:{}", dead(), dead());
+        let client = Client::builder(urls)
+            .failover(Duration::from_millis(400))
+            .build()
+            .unwrap();
+        let started = std::time::Instant::now();
+        let result = client.status("j").await;
+        assert!(matches!(result, Err(Error::Transport(_))), "{result:?}");
+        let elapsed = started.elapsed();
+        assert!(
+            elapsed >= Duration::from_millis(150) && elapsed < Duration::from_secs(3),
+            "{elapsed:?}"
+        );
+        assert!(
+            client.route.next.load(Ordering::Relaxed) >= 4,
+            "two rounds over two servers at least"
+        );
+    }
+
     #[test]
     fn only_plain_http_base_urls_are_accepted() {
         assert!(matches!(

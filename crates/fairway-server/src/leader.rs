@@ -126,8 +126,12 @@ pub async fn get_leader(State(app): State<App>) -> Json<LeaderReply> {
         Role::Leader => "leader",
         Role::Follower => "follower",
     };
+    let leader = match view.role {
+        Role::Standalone => Some(view.self_url.clone()),
+        Role::Leader | Role::Follower => view.leader_url.clone(),
+    };
     Json(LeaderReply {
-        leader: view.leader_url.clone(),
+        leader,
         term: view.term,
         self_url: view.self_url.clone(),
         is_leader: matches!(view.role, Role::Standalone | Role::Leader),

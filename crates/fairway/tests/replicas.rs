@@ -503,3 +503,62 @@ async fn a_stopped_leader_is_fenced_when_it_resumes() {
     )
     .await;
 }
+
+/// Without PostgreSQL, `fairway serve` is the only writer: `GET /v1/leader` says it leads,
+/// alone (`standalone`, term 0), with its own URL as the leader's. A `--store` that is not a
+/// PostgreSQL URL is bad input (exit 2), and so is a replica listening on every address without
+/// `--advertise`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_embedded_server_leads_alone() {
+    let dir = TempDir::new("standalone");
+    let served = serve(dir.path(), &[], &[]);
+    let probe = http();
+    served.ready(&probe).await;
+    let view: serde_json::Value = probe
+        .get(format!("{}/v1/leader", served.url))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(view["is_leader"], true, "{view}");
+    assert_eq!(view["role"], "standalone", "{view}");
+    assert_eq!(view["term"], 0, "{view}");
+    assert_eq!(view["leader"], served.url.as_str(), "{view}");
+    assert_eq!(view["self"], served.url.as_str(), "{view}");
+
+    let tokens = dir.path().join("tokens.toml");
+    std::fs::write(
+        &tokens,
+        "[[token]]\nsecret = \"an-admin-token-for-the-test\"\nrole = \"admin\"\n",
+    )
+    .unwrap();
+    let tokens = tokens.display().to_string();
+    for (args, needle) in [
+        (
+            vec!["serve", "--store", "mysql://x"],
+            "expected a postgres:// URL",
+        ),
+        (
+            vec![
+                "serve",
+                "--store",
+                "postgres://postgres@127.0.0.1:1/x",
+                "--listen",
+                "0.0.0.0:7700",
+                "--tokens",
+                &tokens,
+            ],
+            "needs --advertise",
+        ),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_fairway"))
+            .args(&args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(needle), "{args:?}: {stderr}");
+    }
+}
