@@ -25,6 +25,9 @@ pub use engine::{
     Candidate, DecisionRecord, Engine, EngineConfig, EngineStats, Explanation, Ledger,
     TenantReport, WaitReason,
 };
+pub use engine::{
+    Census, ClassCensus, PoolCensus, QueuedWork, ReserveStatus, TenantCensus, WorkerView,
+};
 pub use engine::{PoolUsage, StopNotice, TenantSnapshot, TickReport, WorkerOffer};
 pub use event::Event;
 pub use job::{

@@ -155,15 +155,20 @@ impl Group {
             1 => true,
             2 => false,
             _ => {
-                let ok = key.demand.fits_in(&self.capacity)
-                    && key
-                        .requires
-                        .iter()
-                        .all(|(k, v)| self.labels.get(k) == Some(v));
+                let ok = self.accepts(key);
                 self.compat[id.ix()] = if ok { 1 } else { 2 };
                 ok
             }
         }
+    }
+
+    /// Whether shape `key` can ever run on a worker of this group (uncached).
+    pub fn accepts(&self, key: &ShapeKey) -> bool {
+        key.demand.fits_in(&self.capacity)
+            && key
+                .requires
+                .iter()
+                .all(|(k, v)| self.labels.get(k) == Some(v))
     }
 
     /// Forgets the cached answer for a recycled shape id.

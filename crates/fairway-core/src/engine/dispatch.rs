@@ -799,6 +799,7 @@ impl Engine {
         }
         if keep_record {
             let record = DecisionRecord {
+                seq: self.stats.dispatches,
                 at: now,
                 policy_version: self.version,
                 tenant: self.tenants[tenant.ix()].name.clone(),
@@ -809,6 +810,8 @@ impl Engine {
                 workers,
                 candidates,
                 backfilled,
+                borrowed,
+                waited: now.since(self.job(j).enqueued),
             };
             if self.decisions.len() >= self.config.decision_ring {
                 self.decisions.pop_front();

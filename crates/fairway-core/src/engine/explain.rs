@@ -452,6 +452,14 @@ impl Engine {
         self.decisions.iter().skip(skip).cloned().collect()
     }
 
+    /// Decision records numbered above `seq` (oldest first), at most `limit`. Records older
+    /// than the ring's size are gone: a reader that falls behind sees a gap in the numbers.
+    pub fn decisions_after(&self, seq: u64, limit: usize) -> Vec<DecisionRecord> {
+        // The ring is in increasing `seq` order.
+        let start = self.decisions.partition_point(|d| d.seq <= seq);
+        self.decisions.range(start..).take(limit).cloned().collect()
+    }
+
     /// Decision records about job `id`.
     pub fn decisions_for(&self, id: &str) -> Vec<DecisionRecord> {
         self.decisions

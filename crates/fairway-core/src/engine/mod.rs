@@ -14,6 +14,7 @@
 
 mod apply;
 mod audit;
+mod census;
 mod dispatch;
 mod explain;
 mod lease;
@@ -22,6 +23,9 @@ pub(crate) mod state;
 mod submit;
 mod tree;
 
+pub use census::{
+    Census, ClassCensus, PoolCensus, QueuedWork, ReserveStatus, TenantCensus, WorkerView,
+};
 pub use dispatch::WorkerOffer;
 pub use explain::{Explanation, PoolUsage, TenantReport, TenantSnapshot, WaitReason};
 pub use lease::TickReport;

@@ -288,6 +288,10 @@ pub(crate) enum TreeShape {
 /// A record of one dispatch decision, kept in a bounded ring for explanations.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DecisionRecord {
+    /// Its number: the count of leases granted so far, this one included. Unique, increasing,
+    /// and kept across restarts (it is the engine's durable dispatch count), so that a reader
+    /// can page with [`Engine::decisions_after`](crate::Engine::decisions_after).
+    pub seq: u64,
     /// When.
     pub at: Time,
     /// The policy version that decided.
@@ -308,6 +312,10 @@ pub struct DecisionRecord {
     pub candidates: Vec<Candidate>,
     /// Whether it started as backfill behind a reservation.
     pub backfilled: bool,
+    /// Whether it borrowed capacity held in reserve for a higher band.
+    pub borrowed: bool,
+    /// How long it waited in its queue this time (since it last entered it).
+    pub waited: Dur,
 }
 
 /// A candidate considered in a decision.
