@@ -6,8 +6,11 @@
 //!   over, then SIGCONT, with requests already queued on its sockets.
 //!
 //! Both check: every acknowledged submission runs to success; no job is completed twice (one
-//! `AttemptEnded { Succeeded }` event per job in the database); terms never decrease along the
-//! log; and the time from the fault to a new leader serving is printed. The second also checks
+//! `AttemptEnded { Succeeded }` event per job in the database); attempts that were running
+//! across the failover complete under the epoch they started with (their leases stayed valid
+//! on the new leader); the tenants' books carry over (acceptances and charged work); terms
+//! never decrease along the log; and the time from the fault to a new leader serving is
+//! printed. The second also checks
 //! that the old leader acknowledges nothing once it resumes: the requests it held get no 2xx,
 //! none of their jobs exists, and its later answers are redirects.
 //!
@@ -37,6 +40,9 @@ const PRODUCERS: usize = 3;
 const JOBS_PER_PRODUCER: usize = 60;
 /// The fault comes once this many submissions were acknowledged.
 const FAULT_AFTER_ACKS: usize = 60;
+/// One job in this many runs long enough to span the failover.
+const LONG_JOB_EVERY: usize = 12;
+const LONG_JOB: Duration = Duration::from_millis(2_500);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Fault {
@@ -166,6 +172,8 @@ struct Load {
     acked: BTreeMap<String, (Instant, Instant)>,
     /// Handler runs: (job, epoch).
     runs: Vec<(String, u64)>,
+    /// Finished handler runs: (job, epoch, started, ended).
+    finished: Vec<(String, u64, Instant, Instant)>,
 }
 
 async fn run_failover(test: &str, fault: Fault, token: Option<&str>) {
@@ -234,11 +242,29 @@ async fn run_failover(test: &str, fault: Fault, token: Option<&str>) {
         workers.push(tokio::spawn(worker.run(move |job| {
             let load = load.clone();
             async move {
+                let started = Instant::now();
                 load.lock()
                     .unwrap()
                     .runs
                     .push((job.job_id.clone(), job.epoch));
-                tokio::time::sleep(Duration::from_millis(30)).await;
+                let i: usize = job
+                    .job_id
+                    .rsplit('-')
+                    .next()
+                    .and_then(|i| i.parse().ok())
+                    .unwrap_or(1);
+                let long = i.is_multiple_of(LONG_JOB_EVERY);
+                tokio::time::sleep(if long {
+                    LONG_JOB
+                } else {
+                    Duration::from_millis(30)
+                })
+                .await;
+                let ended = Instant::now();
+                load.lock()
+                    .unwrap()
+                    .finished
+                    .push((job.job_id.clone(), job.epoch, started, ended));
                 JobOutcome::Succeeded
             }
         })));
@@ -277,6 +303,9 @@ async fn run_failover(test: &str, fault: Fault, token: Option<&str>) {
         assert!(Instant::now() < deadline, "the load never got going");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+
+    // The books before the fault.
+    let books_before = client.tenant("t0").await.unwrap();
 
     // The fault.
     let old = first;
@@ -438,6 +467,33 @@ async fn run_failover(test: &str, fault: Fault, token: Option<&str>) {
         }
     }
 
+    // Attempts running across the failover kept their leases: each completed the job under the
+    // epoch it started with.
+    let finished = load.lock().unwrap().finished.clone();
+    let spanning: Vec<_> = finished
+        .iter()
+        .filter(|(_, _, started, ended)| *started < faulted && *ended > faulted + recovered)
+        .collect();
+    assert!(!spanning.is_empty(), "no attempt ran across the failover");
+    for (job, epoch, _, _) in &spanning {
+        let status = client.status(job).await.unwrap();
+        assert_eq!(
+            (status.state, status.epoch),
+            (JobState::Succeeded, *epoch),
+            "{job} ran across the failover under epoch {epoch}"
+        );
+    }
+    // The books carried over: all of t0's acceptances, and no charged work forgotten.
+    let books_after = client.tenant("t0").await.unwrap();
+    assert_eq!(books_after.accepted, JOBS_PER_PRODUCER as u64);
+    assert!(
+        books_after.ledger.charged_ws >= books_before.ledger.charged_ws,
+        "t0's charged work went from {} to {}",
+        books_before.ledger.charged_ws,
+        books_after.ledger.charged_ws
+    );
+    assert!(books_after.ledger.attempts >= JOBS_PER_PRODUCER as u64);
+
     // The database: terms never decrease along the log; one success per job.
     let events = events_in(&db);
     let mut succeeded: BTreeMap<String, usize> = BTreeMap::new();
@@ -477,8 +533,10 @@ async fn run_failover(test: &str, fault: Fault, token: Option<&str>) {
     }
     let runs = load.lock().unwrap().runs.len();
     println!(
-        "failover ({fault:?}): {} jobs, {runs} handler runs, {} events in terms {terms:?}",
+        "failover ({fault:?}): {} jobs, {runs} handler runs ({} across the failover), {} events \
+         in terms {terms:?}",
         acked.len(),
+        spanning.len(),
         events.len()
     );
     drop(replicas);
