@@ -10,20 +10,28 @@
 //!                           complete(epoch, outcome) <────────┘  (not when lost)
 //! ```
 //!
+//! Completions go through one reporter task per worker, which sends what is waiting in one
+//! `POST /v1/leases/complete` as soon as the call before it has returned: a lone completion
+//! is sent at once, and jobs that end while a report is in flight share the next call. A job's
+//! slot is freed once its outcome is recorded (or given up on).
+//!
 //! Bounds: at most `max_jobs` jobs run at once and the loop asks for no more leases than it
 //! has free slots, so nothing queues inside the worker; each job holds one task for its
-//! handler and one future for its heartbeats.
+//! handler and one future for its heartbeats, and at most `max_jobs` completions wait for the
+//! reporter.
 
 use crate::client::Client;
 use crate::error::Error;
-use crate::types::{Action, AttemptOutcome, CompleteRequest, Lease, LeaseRequest};
+use crate::types::{
+    Action, AttemptOutcome, CompleteRequest, Completion, Lease, LeaseRequest, MAX_BATCH,
+};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinSet;
 use tokio::time::{Instant, MissedTickBehavior};
 
@@ -260,6 +268,8 @@ impl Worker {
         let max_jobs = self.config.max_jobs.max(1);
         let mut shutdown = self.shutdown.subscribe();
         let mut jobs: JoinSet<()> = JoinSet::new();
+        let (report, reports) = mpsc::channel(max_jobs as usize);
+        let reporter = tokio::spawn(report_completions(self.client.clone(), reports));
         let mut backoff = Duration::ZERO;
         let mut fatal = None;
         loop {
@@ -307,6 +317,7 @@ impl Worker {
                             handler.clone(),
                             self.config.heartbeat_interval,
                             self.shutdown.subscribe(),
+                            report.clone(),
                         );
                         jobs.spawn(job);
                     }
@@ -331,6 +342,8 @@ impl Worker {
         // Shut down: the stop mode has reached every job through its own receiver; wait for
         // each to report.
         while jobs.join_next().await.is_some() {}
+        drop(report);
+        let _ = reporter.await;
         match fatal {
             Some(e) => Err(e),
             None => Ok(()),
@@ -346,6 +359,7 @@ async fn run_job<H, F>(
     handler: Arc<H>,
     heartbeat_interval: Option<Duration>,
     shutdown: watch::Receiver<Shutdown>,
+    report: mpsc::Sender<Report>,
 ) where
     H: Fn(JobContext) -> F + Send + Sync + 'static,
     F: Future<Output = JobOutcome> + Send + 'static,
@@ -393,7 +407,15 @@ async fn run_job<H, F>(
         tracing::info!(job_id = %lease.job_id, epoch = lease.epoch, ?outcome, "attempt lost; its outcome is not reported");
         return;
     }
-    complete(&client, &lease, outcome, usage_ms).await;
+    let completion = Completion {
+        job_id: lease.job_id.clone(),
+        request: complete_request(&lease, outcome, usage_ms),
+    };
+    let (recorded, wait) = oneshot::channel();
+    // The slot stays taken until the reporter is done with this outcome.
+    if report.send((completion, recorded)).await.is_ok() {
+        let _ = wait.await;
+    }
 }
 
 /// Heartbeats the attempt until it is lost (then returns, having raised the stop signal);
@@ -479,46 +501,73 @@ async fn heartbeat(
     }
 }
 
-/// Reports the attempt's outcome, retrying transport failures a few times.
-async fn complete(client: &Client, lease: &Lease, outcome: JobOutcome, usage_ms: u64) {
-    let request = match outcome {
-        JobOutcome::Succeeded => CompleteRequest {
-            epoch: lease.epoch,
-            outcome: AttemptOutcome::Succeeded,
-            retryable: None,
-            usage_ms: Some(usage_ms),
-            progress_ms: None,
-        },
-        JobOutcome::Failed { retryable } => CompleteRequest {
-            epoch: lease.epoch,
-            outcome: AttemptOutcome::Failed,
-            retryable: Some(retryable),
-            usage_ms: Some(usage_ms),
-            progress_ms: None,
-        },
-        JobOutcome::Stopped { progress_ms } => CompleteRequest {
-            epoch: lease.epoch,
-            outcome: AttemptOutcome::Stopped,
-            retryable: None,
-            usage_ms: Some(usage_ms),
-            progress_ms,
-        },
+/// A completion for the reporter, and where to say that it is done with it.
+type Report = (Completion, oneshot::Sender<()>);
+
+/// The body of an attempt's completion.
+fn complete_request(lease: &Lease, outcome: JobOutcome, usage_ms: u64) -> CompleteRequest {
+    let (outcome, retryable, progress_ms) = match outcome {
+        JobOutcome::Succeeded => (AttemptOutcome::Succeeded, None, None),
+        JobOutcome::Failed { retryable } => (AttemptOutcome::Failed, Some(retryable), None),
+        JobOutcome::Stopped { progress_ms } => (AttemptOutcome::Stopped, None, progress_ms),
     };
+    CompleteRequest {
+        epoch: lease.epoch,
+        outcome,
+        retryable,
+        usage_ms: Some(usage_ms),
+        progress_ms,
+    }
+}
+
+/// The reporter: sends the completions waiting in `reports` (at most [`MAX_BATCH`] a call) as
+/// soon as the previous call has returned, until every sender is gone.
+async fn report_completions(client: Client, mut reports: mpsc::Receiver<Report>) {
+    let mut batch = Vec::new();
+    while let Some(first) = reports.recv().await {
+        batch.push(first);
+        while batch.len() < MAX_BATCH {
+            match reports.try_recv() {
+                Ok(next) => batch.push(next),
+                Err(_) => break,
+            }
+        }
+        complete_batch(&client, &batch).await;
+        // Dropping each sender tells its job that the reporter is done with it.
+        batch.clear();
+    }
+}
+
+/// Reports one batch of outcomes, retrying transport failures, 429s and 503s a few times
+/// (a completion repeated with the epoch that ended the job is answered with its state, so a
+/// retry after a lost answer is safe). An outcome that is not recorded is logged; the server
+/// then retries the job when its lease expires.
+async fn complete_batch(client: &Client, batch: &[Report]) {
+    let completions: Vec<Completion> = batch.iter().map(|(c, _)| c.clone()).collect();
     let mut wait = Duration::from_millis(100);
     for attempt in 1..=COMPLETE_TRIES {
-        match client.complete(&lease.job_id, &request).await {
-            Ok(reply) => {
-                tracing::debug!(job_id = %lease.job_id, ?outcome, state = ?reply.state, "completed");
+        match client.complete_batch(completions.clone()).await {
+            Ok(results) => {
+                for (result, (c, _)) in results.iter().zip(batch.iter()) {
+                    if result.status == 200 {
+                        tracing::debug!(job_id = %c.job_id, outcome = ?c.request.outcome, state = ?result.state, "completed");
+                    } else {
+                        // A stale epoch here can also mean an earlier try landed and its reply
+                        // was lost.
+                        tracing::warn!(job_id = %c.job_id, epoch = c.request.epoch, status = result.status, error = result.error.as_deref().unwrap_or_default(), "completion not recorded");
+                    }
+                }
                 return;
             }
             Err(e) if e.is_retryable() && attempt < COMPLETE_TRIES => {
-                tracing::warn!(job_id = %lease.job_id, error = %e, "completion failed; retrying");
+                tracing::warn!(jobs = batch.len(), error = %e, "reporting completions failed; retrying");
                 tokio::time::sleep(wait.max(e.retry_after().unwrap_or_default())).await;
                 wait *= 2;
             }
-            // A stale epoch here can also mean an earlier try landed and its reply was lost.
             Err(e) => {
-                tracing::warn!(job_id = %lease.job_id, epoch = lease.epoch, error = %e, "completion not recorded");
+                for (c, _) in batch.iter() {
+                    tracing::warn!(job_id = %c.job_id, epoch = c.request.epoch, error = %e, "completion not recorded");
+                }
                 return;
             }
         }
