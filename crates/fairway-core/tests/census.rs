@@ -164,7 +164,11 @@ fn one_pass_counts_what_the_reports_count() {
     assert_eq!(names, ["c1", "c2", "g1"]);
     let running: usize = workers.iter().map(|w| w.jobs.len()).sum();
     assert_eq!(running, 3);
-    assert!(workers.iter().all(|w| w.live && w.free.get("cpu").copied().unwrap_or(0.0) == 0.0));
+    assert!(
+        workers
+            .iter()
+            .all(|w| w.live && w.free.get("cpu").copied().unwrap_or(0.0) == 0.0)
+    );
     assert_eq!(
         workers[2].labels.get("gpu").map(String::as_str),
         Some("a100")
@@ -192,7 +196,10 @@ fn an_empty_engine_has_an_empty_census() {
     let census = engine.census();
     assert!(census.tenants.is_empty());
     assert!(census.pools.is_empty());
-    assert!(census.classes.len() >= 2, "the declared classes (and any implicit default)");
+    assert!(
+        census.classes.len() >= 2,
+        "the declared classes (and any implicit default)"
+    );
     assert!(
         census
             .classes
