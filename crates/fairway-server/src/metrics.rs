@@ -7,10 +7,12 @@
 //!   commits, dispatch. These are ordinary prometheus-client metrics held in [`Metrics`]; the
 //!   writer loop updates them (atomics) and the HTTP side encodes them. They count from the
 //!   process's start, as Prometheus counters do.
-//! - **Read from the engine**: queue depth and age per class, predicted start, pools, reserves,
-//!   tenants' service against their entitlement, the policy version. They come from the latest
-//!   [`Observation`] (see [`crate::observe`]) and are encoded at scrape time by a collector, so
-//!   a series that no longer applies (a class removed from the policy) simply disappears.
+//! - **Read from the engine**: queue depth and age per class and per pool, unplaceable jobs,
+//!   predicted start, pools, reserves (held and used) and borrowed capacity, tenants' service
+//!   against their entitlement, the policy version. They come from the latest [`Observation`]
+//!   (the engine's census; see [`crate::observe`]) and are encoded at scrape time by a
+//!   collector, so a series that no longer applies (a class removed from the policy) simply
+//!   disappears.
 //!
 //! **Cardinality is bounded by construction.** Labels are typed structs whose values are codes
 //! from fixed sets (outcome, reason, call), or names the policy bounds (class, pool, resource;
@@ -20,6 +22,7 @@
 //! about tenants is aggregated, or served per tenant by `GET /v1/tenants/{id}`.
 
 use crate::observe::Observation;
+use crate::wire::observe::{PoolView, ReserveView};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::MetricType;
@@ -28,7 +31,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
@@ -381,8 +384,22 @@ struct PolicyLabels {
     policy: String,
 }
 
-/// A pool label's live workers, capacity and use.
-type PoolTotals = (f64, BTreeMap<String, f64>, BTreeMap<String, f64>);
+/// A pool label's figures: the pools behind one label (a declared pool, or all the
+/// undeclared ones) summed.
+#[derive(Default)]
+struct PoolTotals {
+    workers: f64,
+    capacity: BTreeMap<String, f64>,
+    used: BTreeMap<String, f64>,
+    borrowed: BTreeMap<String, f64>,
+}
+
+/// Adds `amounts` into `into`, resource by resource.
+fn add_amounts(into: &mut BTreeMap<String, f64>, amounts: &BTreeMap<String, f64>) {
+    for (r, v) in amounts {
+        *into.entry(r.clone()).or_default() += v;
+    }
+}
 
 /// Writes one family of constant gauges (or counters, with `counter`).
 fn family<L: EncodeLabelSet>(
@@ -480,7 +497,7 @@ impl Collector for EngineCollector {
         gauge(
             &mut e,
             "observation_complete",
-            "1 when every tenant with jobs was examined, so per-class backlog and age are exact; 0 when the observation budget cut it short and they are left out",
+            "1 when every tenant with jobs was examined, so per-class backlog and age are exact (always, since observations are one census of the engine)",
             None,
             if o.complete { 1.0 } else { 0.0 },
         )?;
@@ -584,13 +601,10 @@ impl Collector for EngineCollector {
         let mut by_label: BTreeMap<&str, PoolTotals> = BTreeMap::new();
         for p in &o.pools {
             let entry = by_label.entry(p.label.as_str()).or_default();
-            entry.0 += f64::from(p.workers);
-            for (r, v) in &p.capacity {
-                *entry.1.entry(r.clone()).or_default() += v;
-            }
-            for (r, v) in &p.used {
-                *entry.2.entry(r.clone()).or_default() += v;
-            }
+            entry.workers += f64::from(p.workers);
+            add_amounts(&mut entry.capacity, &p.capacity);
+            add_amounts(&mut entry.used, &p.used);
+            add_amounts(&mut entry.borrowed, &p.borrowed);
         }
         family(
             &mut e,
@@ -598,26 +612,29 @@ impl Collector for EngineCollector {
             "Live workers, by pool",
             None,
             false,
-            by_label.iter().map(|(pool, (workers, _, _))| {
+            by_label.iter().map(|(pool, totals)| {
                 (
                     PoolLabels {
                         pool: pool.to_string(),
                     },
-                    *workers,
+                    totals.workers,
                 )
             }),
         )?;
+        // One sample per resource of the pool's capacity (or held there), zero included.
         let per_resource = |pick: fn(&PoolTotals) -> &BTreeMap<String, f64>| {
             by_label
                 .iter()
                 .flat_map(move |(pool, totals)| {
-                    pick(totals).iter().map(move |(r, v)| {
+                    let resources: BTreeSet<&String> =
+                        totals.capacity.keys().chain(pick(totals).keys()).collect();
+                    resources.into_iter().map(move |r| {
                         (
                             PoolResourceLabels {
                                 pool: pool.to_string(),
                                 resource: r.clone(),
                             },
-                            *v,
+                            pick(totals).get(r).copied().unwrap_or(0.0),
                         )
                     })
                 })
@@ -629,7 +646,7 @@ impl Collector for EngineCollector {
             "Capacity of the live workers, by pool and resource",
             None,
             false,
-            per_resource(|t| &t.1),
+            per_resource(|t| &t.capacity),
         )?;
         family(
             &mut e,
@@ -637,32 +654,113 @@ impl Collector for EngineCollector {
             "Capacity held by running attempts, by pool and resource",
             None,
             false,
-            per_resource(|t| &t.2),
+            per_resource(|t| &t.used),
         )?;
-        let declared: Vec<&crate::wire::observe::PoolView> =
-            o.pools.iter().filter(|p| p.label == p.name).collect();
-        let reserves: Vec<_> = declared
+        family(
+            &mut e,
+            "pool_borrowed",
+            "Capacity held by running attempts that borrowed capacity reserved for a higher band, by pool and resource",
+            None,
+            false,
+            per_resource(|t| &t.borrowed),
+        )?;
+        // Per pool label and class (zero included): jobs waiting that some live worker of the
+        // pool could run.
+        let label_of: BTreeMap<&str, &str> = o
+            .pools
+            .iter()
+            .map(|p| (p.name.as_str(), p.label.as_str()))
+            .collect();
+        let mut pool_queued: BTreeMap<(&str, &str), f64> = BTreeMap::new();
+        for pool in by_label.keys() {
+            for c in classes {
+                pool_queued.insert((pool, c.name.as_str()), 0.0);
+            }
+        }
+        for c in classes {
+            for (pool, b) in &c.queued_by_pool {
+                let label = label_of.get(pool.as_str()).copied().unwrap_or("undeclared");
+                *pool_queued.entry((label, c.name.as_str())).or_default() += b.queued as f64;
+            }
+        }
+        family(
+            &mut e,
+            "pool_queued_jobs",
+            "Jobs waiting that some live worker of the pool could run, by pool and class (a job that fits several pools counts in each)",
+            None,
+            false,
+            pool_queued.iter().map(|((pool, class), n)| {
+                (
+                    PoolClassLabels {
+                        pool: pool.to_string(),
+                        class: class.to_string(),
+                    },
+                    *n,
+                )
+            }),
+        )?;
+        family(
+            &mut e,
+            "class_unplaceable_jobs",
+            "Jobs waiting that no live worker can run, by class",
+            None,
+            false,
+            classes.iter().map(|c| {
+                (
+                    ClassLabels {
+                        class: c.name.clone(),
+                    },
+                    c.unplaceable as f64,
+                )
+            }),
+        )?;
+        let declared: Vec<&PoolView> = o.pools.iter().filter(|p| p.label == p.name).collect();
+        let reserves: Vec<(&PoolView, &ReserveView)> = declared
             .iter()
             .flat_map(|p| p.reserves.iter().map(move |r| (*p, r)))
             .collect();
+        // One sample per reserved resource, zero included, so that the series do not come
+        // and go as the reserve fills and empties.
+        let reserve_amounts = |pick: fn(&ReserveView) -> &BTreeMap<String, f64>| {
+            reserves
+                .iter()
+                .flat_map(move |(p, r)| {
+                    r.reserved.keys().map(move |res| {
+                        (
+                            PoolClassResourceLabels {
+                                pool: p.label.clone(),
+                                class: r.class.clone(),
+                                resource: res.clone(),
+                            },
+                            pick(r).get(res).copied().unwrap_or(0.0),
+                        )
+                    })
+                })
+                .collect::<Vec<_>>()
+        };
         family(
             &mut e,
             "reserve_capacity",
             "Capacity of a declared pool held for a class (its reserve fraction of the live capacity), by resource",
             None,
             false,
-            reserves.iter().flat_map(|(p, r)| {
-                r.reserved.iter().map(move |(res, v)| {
-                    (
-                        PoolClassResourceLabels {
-                            pool: p.label.clone(),
-                            class: r.class.clone(),
-                            resource: res.clone(),
-                        },
-                        *v,
-                    )
-                })
-            }),
+            reserve_amounts(|r| &r.reserved),
+        )?;
+        family(
+            &mut e,
+            "reserve_used",
+            "Capacity of a declared pool held by the running attempts of a class with a reserve there, by resource (above fairway_reserve_capacity: it uses more than its reserve)",
+            None,
+            false,
+            reserve_amounts(|r| &r.used),
+        )?;
+        family(
+            &mut e,
+            "reserve_held",
+            "Capacity of a declared pool held for a class and not used by it: what lower bands may not take except by borrowing, by resource",
+            None,
+            false,
+            reserve_amounts(|r| &r.held),
         )?;
         family(
             &mut e,
@@ -704,7 +802,7 @@ impl Collector for EngineCollector {
         family(
             &mut e,
             "tenants",
-            "Tenants with jobs, and those of them above their entitlement (as far as examined)",
+            "Tenants with jobs, those listed in the overview (examined), and those above their entitlement",
             None,
             false,
             [
@@ -724,7 +822,7 @@ impl Collector for EngineCollector {
         gauge(
             &mut e,
             "tenant_share_above_entitlement_sum",
-            "Sum over the examined tenants of their dominant share above their entitlement",
+            "Sum over the tenants with jobs of their dominant share above their entitlement",
             None,
             o.share_above_entitlement_sum,
         )?;

@@ -1,20 +1,22 @@
 //! What the writer sees, kept for operators: it counts the engine's events and the commands'
-//! outcomes into [`Metrics`], keeps a ring of decision records, the workers it has heard from,
-//! admission outcomes per interval, and answers the observability queries ([`Query`]):
-//! explanations, tenant reports, decision records and the overview.
+//! outcomes into [`Metrics`], keeps admission outcomes per interval, and answers the
+//! observability queries ([`Query`]): explanations, tenant reports, decision records and the
+//! overview.
 //!
 //! Everything here runs in the writer thread, which owns the engine, and everything is
-//! bounded: [`DECISION_RING`] records, [`MAX_WORKERS`] workers, [`MAX_TRACKED_ATTEMPTS`]
-//! running attempts, [`TIMELINE_INTERVALS`] intervals, and an observation of the engine costs
-//! at most about [`OBSERVE_VISIT_BUDGET`] job visits and is made at most once per
-//! [`MIN_OBSERVE_INTERVAL`] (and no sooner than 20 times its own cost after the last one), so
-//! that dashboards and scrapers cannot take the writer's time from the work.
+//! bounded: [`MAX_TRACKED_ATTEMPTS`] running attempts, [`TIMELINE_INTERVALS`] intervals,
+//! [`MAX_TENANTS_SHOWN`] tenants and [`MAX_WORKERS_SHOWN`] workers in an overview. An
+//! observation is one [`Engine::census`] (one pass over the live jobs, each tenant and each
+//! pool once) and one [`Engine::workers`], made at most once per [`MIN_OBSERVE_INTERVAL`] (and
+//! no sooner than 20 times its own cost after the last one), so that dashboards and scrapers
+//! cannot take the writer's time from the work.
 //!
-//! **Nothing here decides.** Per-tenant and per-class figures come from the engine's own
-//! reports ([`Engine::tenant_report`], [`Engine::explain`], [`Engine::predict`], ...). What
-//! the engine does not expose cheaply is left out rather than estimated: when the tenants with
-//! jobs are too many to examine within the budget, per-class backlog and age are reported as
-//! unknown (`complete: false`).
+//! **Nothing here decides, and nothing here keeps what the engine keeps.** Classes, tenants,
+//! pools, reserves and workers come from the census; decision records come from the engine's
+//! ring, numbered by its durable dispatch count, so that readers page across restarts; a job's
+//! explanation and a tenant's report are the engine's own ([`Engine::explain`],
+//! [`Engine::tenant_report`]). What the engine does not expose is left out rather than
+//! estimated.
 
 use crate::metrics::{
     AdmissionLabels, CallLabels, ClassLabels, ClassOutcomeLabels, EndedLabels, LeaseLabels,
@@ -25,38 +27,42 @@ use crate::wire::observe::*;
 use crate::writer::{Reply, Unavailable};
 use fairway_core::event::{AfterAttempt, AttemptEnd, StopReason};
 use fairway_core::{
-    Admission, DecisionRecord, Engine, EngineStats, Event, JobSpec, LeaseError, PolicyName, Time,
-    WaitReason, WorkerOffer,
+    Admission, Census, DecisionRecord, Engine, EngineStats, Event, JobSpec, LeaseError, PolicyName,
+    QueuedWork, Time, WaitReason,
 };
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Decision records kept by the server (and by the engine: see `engine_config`).
+/// Decision records the engine keeps (see `engine_config`): `GET /v1/decisions` pages them.
 pub const DECISION_RING: usize = 4096;
-/// Workers remembered; beyond, the one heard from least recently is forgotten.
-pub const MAX_WORKERS: usize = 10_000;
 /// Running attempts followed for estimate errors and stop times; beyond, new ones are not.
 pub const MAX_TRACKED_ATTEMPTS: usize = 1_000_000;
 /// Admission intervals kept, of [`TIMELINE_INTERVAL`] each.
 pub const TIMELINE_INTERVALS: usize = 60;
 /// The length of one admission interval.
 pub const TIMELINE_INTERVAL: Duration = Duration::from_secs(10);
-/// Job visits one observation may spend on tenant reports (each scans the job table).
-pub const OBSERVE_VISIT_BUDGET: u64 = 20_000_000;
-/// Tenants examined in one observation, at most.
-pub const MAX_TENANTS_EXAMINED: usize = 200;
+/// Tenants listed in an overview, at most (the furthest above their entitlement; the rest
+/// are counted).
+pub const MAX_TENANTS_SHOWN: usize = 200;
 /// Observations are made at most this often.
 pub const MIN_OBSERVE_INTERVAL: Duration = Duration::from_secs(1);
 /// Most decision records one `GET /v1/decisions` returns.
 pub const MAX_DECISIONS_PAGE: usize = 1000;
-/// A worker not heard from for this long, and holding no lease, is no longer shown (the
-/// engine forgets it after the same time).
-const WORKER_SHOWN_FOR: Duration = Duration::from_secs(90);
-/// Rows in the overview's worker list.
-const MAX_WORKERS_SHOWN: usize = 200;
+/// Rows in the overview's worker list, at most (the rest are counted).
+pub const MAX_WORKERS_SHOWN: usize = 200;
+/// Pools in an overview, at most: pools are named by workers, so bound them too.
+const MAX_POOLS_SHOWN: usize = 10_000;
+/// Jobs named per worker in an overview.
+const JOBS_SHOWN_PER_WORKER: usize = 8;
 /// Decisions in the overview.
 const OVERVIEW_DECISIONS: usize = 20;
+/// Decisions in an explanation.
+const EXPLAIN_DECISIONS: usize = 10;
+/// Records copied from the engine's ring at a time while filtering decisions.
+const DECISION_SCAN_CHUNK: usize = 256;
+/// Policy versions remembered for the wording of decision reasons.
+const POLICY_VERSIONS_KEPT: usize = 64;
 
 /// What a tenant-scoped caller may not see of other tenants.
 const ANOTHER_TENANT: &str = "another tenant";
@@ -119,31 +125,11 @@ pub struct Observation {
     pub stats: EngineStats,
 }
 
-/// A decision record with the server's additions.
-#[derive(Clone, Debug)]
-struct Decision {
-    seq: u64,
-    record: DecisionRecord,
-    borrowed: bool,
-    reason: String,
-}
-
-/// A worker the server heard from.
-#[derive(Clone, Debug)]
-struct WorkerSeen {
-    pool: String,
-    capacity: BTreeMap<String, f64>,
-    last_poll: Instant,
-    /// Jobs it runs (running attempts placed on it).
-    jobs: Vec<String>,
-}
-
 /// A running attempt, followed from its lease to its end.
 #[derive(Clone, Debug)]
 struct Attempt {
     class: String,
     estimate_s: f64,
-    workers: Vec<String>,
     stop_requested: Option<Time>,
 }
 
@@ -161,11 +147,11 @@ struct Interval {
 
 /// The writer's observer. See the module documentation.
 pub struct Observer {
-    decisions: VecDeque<Decision>,
-    next_seq: u64,
-    workers: BTreeMap<String, WorkerSeen>,
     attempts: HashMap<String, Attempt>,
     timeline: VecDeque<Interval>,
+    /// The ordering policy of each recent policy version, to word the reasons of the
+    /// decisions it took.
+    policies: BTreeMap<u64, PolicyName>,
     latest: Option<(Duration, Arc<Observation>)>,
     generation: u64,
 }
@@ -212,11 +198,9 @@ impl Observer {
     /// An observer with nothing seen yet.
     pub fn new() -> Observer {
         Observer {
-            decisions: VecDeque::new(),
-            next_seq: 1,
-            workers: BTreeMap::new(),
             attempts: HashMap::new(),
             timeline: VecDeque::new(),
+            policies: BTreeMap::new(),
             latest: None,
             generation: 0,
         }
@@ -287,34 +271,6 @@ impl Observer {
             .inc();
     }
 
-    /// Notes a worker's lease request.
-    pub fn polled(&mut self, offer: &WorkerOffer) {
-        if !self.workers.contains_key(&offer.worker) && self.workers.len() >= MAX_WORKERS {
-            let oldest = self
-                .workers
-                .iter()
-                .filter(|(_, w)| w.jobs.is_empty())
-                .min_by_key(|(_, w)| w.last_poll)
-                .or_else(|| self.workers.iter().min_by_key(|(_, w)| w.last_poll))
-                .map(|(name, _)| name.clone());
-            if let Some(name) = oldest {
-                self.workers.remove(&name);
-            }
-        }
-        let w = self
-            .workers
-            .entry(offer.worker.clone())
-            .or_insert_with(|| WorkerSeen {
-                pool: offer.pool.clone(),
-                capacity: BTreeMap::new(),
-                last_poll: Instant::now(),
-                jobs: Vec::new(),
-            });
-        w.pool = offer.pool.clone();
-        w.capacity = offer.capacity.clone();
-        w.last_poll = Instant::now();
-    }
-
     /// Times one engine call.
     pub fn timed(metrics: &Metrics, call: &'static str, took: Duration) {
         metrics
@@ -335,12 +291,31 @@ impl Observer {
         metrics.commit_seconds.observe(took.as_secs_f64());
         metrics.commit_commands.observe(commands as f64);
         metrics.commit_events.observe(events.len() as f64);
+        self.note_policy(engine);
         self.count_events(metrics, engine, events);
     }
 
-    /// Counts the events of a turn and takes its decision records from the engine.
+    /// Remembers which ordering policy the version in force is, for the wording of the
+    /// reasons of the decisions it takes.
+    fn note_policy(&mut self, engine: &Engine) {
+        self.policies
+            .insert(engine.policy_version(), engine.policy_name());
+        while self.policies.len() > POLICY_VERSIONS_KEPT {
+            self.policies.pop_first();
+        }
+    }
+
+    /// The ordering policy of version `version`, if known.
+    fn policy_of(&self, engine: &Engine, version: u64) -> Option<PolicyName> {
+        if version == engine.policy_version() {
+            Some(engine.policy_name())
+        } else {
+            self.policies.get(&version).copied()
+        }
+    }
+
+    /// Counts the events of a turn.
     fn count_events(&mut self, metrics: &Metrics, engine: &Engine, events: &[Event]) {
-        let mut granted: Vec<(&str, bool)> = Vec::new();
         for event in events {
             match event {
                 Event::JobAccepted {
@@ -366,12 +341,10 @@ impl Observer {
                 }
                 Event::LeaseGranted {
                     job,
-                    placements,
                     estimate,
                     borrowed,
                     ..
                 } => {
-                    granted.push((job, *borrowed));
                     let class = self.class_of(engine, job);
                     metrics
                         .leases
@@ -380,15 +353,6 @@ impl Observer {
                             borrowed: if *borrowed { "true" } else { "false" },
                         })
                         .inc();
-                    let workers: Vec<String> =
-                        placements.iter().map(|p| p.worker.clone()).collect();
-                    for w in &workers {
-                        if let Some(seen) = self.workers.get_mut(w)
-                            && seen.jobs.len() < 10_000
-                        {
-                            seen.jobs.push(job.clone());
-                        }
-                    }
                     if self.attempts.len() < MAX_TRACKED_ATTEMPTS || self.attempts.contains_key(job)
                     {
                         self.attempts.insert(
@@ -396,7 +360,6 @@ impl Observer {
                             Attempt {
                                 class,
                                 estimate_s: estimate.as_secs_f64(),
-                                workers,
                                 stop_requested: None,
                             },
                         );
@@ -426,17 +389,10 @@ impl Observer {
                     ..
                 } => {
                     let attempt = self.attempts.remove(job);
-                    if let Some(a) = &attempt {
-                        for w in &a.workers {
-                            if let Some(seen) = self.workers.get_mut(w) {
-                                seen.jobs.retain(|j| j != job);
-                            }
-                        }
-                        if let Some(requested) = a.stop_requested {
-                            metrics
-                                .stop_seconds
-                                .observe(at.since(requested).as_secs_f64());
-                        }
+                    if let Some(requested) = attempt.as_ref().and_then(|a| a.stop_requested) {
+                        metrics
+                            .stop_seconds
+                            .observe(at.since(requested).as_secs_f64());
                     }
                     let class = attempt
                         .as_ref()
@@ -515,7 +471,6 @@ impl Observer {
                 | Event::LeaseExtended { .. } => {}
             }
         }
-        self.take_decisions(engine, &granted);
     }
 
     /// The class label of job `id` (from the engine, which remembers finished jobs too).
@@ -523,31 +478,6 @@ impl Observer {
         match engine.status(id) {
             Some(s) => class_label(engine, Some(&s.class)),
             None => "unknown".to_string(),
-        }
-    }
-
-    /// Copies the decision records of this turn's leases from the engine's ring: one record
-    /// per `LeaseGranted`, in the same order.
-    fn take_decisions(&mut self, engine: &Engine, granted: &[(&str, bool)]) {
-        if granted.is_empty() {
-            return;
-        }
-        let records = engine.decisions(granted.len().min(DECISION_RING));
-        let skip = granted.len() - records.len();
-        let policy = engine.policy_name();
-        for (record, (job, borrowed)) in records.into_iter().zip(granted[skip..].iter()) {
-            let borrowed = *borrowed && record.job == *job;
-            let reason = decision_reason(&record, policy, borrowed);
-            if self.decisions.len() >= DECISION_RING {
-                self.decisions.pop_front();
-            }
-            self.decisions.push_back(Decision {
-                seq: self.next_seq,
-                record,
-                borrowed,
-                reason,
-            });
-            self.next_seq += 1;
         }
     }
 
@@ -573,7 +503,7 @@ impl Observer {
                 scope,
                 reply,
             } => {
-                let answer = self.decisions(&query, scope.as_deref());
+                let answer = self.decisions(engine, &query, scope.as_deref());
                 deferred(reply, answer)
             }
             Query::Overview { reply } => {
@@ -620,15 +550,12 @@ impl Observer {
         } else {
             format!("it is {state}")
         };
-        let mut decisions: Vec<DecisionBody> = self
-            .decisions
+        let records = engine.decisions_for(id);
+        let skip = records.len().saturating_sub(EXPLAIN_DECISIONS);
+        let decisions: Vec<DecisionBody> = records[skip..]
             .iter()
-            .rev()
-            .filter(|d| d.record.job == id)
-            .take(10)
-            .map(|d| decision_body(d, &visible))
+            .map(|d| self.decision_body(engine, d, &visible))
             .collect();
-        decisions.reverse();
         Some(ExplainReply {
             job_id: id.to_string(),
             tenant: status.tenant,
@@ -644,37 +571,119 @@ impl Observer {
         })
     }
 
-    fn decisions(&self, query: &DecisionQuery, scope: Option<&str>) -> DecisionsReply {
+    /// Decision records from the engine's ring, filtered. Numbered by the engine's durable
+    /// dispatch count, so a cursor (`after`) stays valid across restarts; the ring itself
+    /// starts empty after one. Costs at most one pass over the ring.
+    fn decisions(
+        &self,
+        engine: &Engine,
+        query: &DecisionQuery,
+        scope: Option<&str>,
+    ) -> DecisionsReply {
         let visible = |name: &str| scope.is_none_or(|s| in_scope(s, name));
         let limit = query.limit.clamp(1, MAX_DECISIONS_PAGE);
-        let matching = self.decisions.iter().filter(|d| {
-            query.job.as_deref().is_none_or(|j| d.record.job == j)
-                && query.since.is_none_or(|t| d.record.at >= t)
-                && query.after.is_none_or(|s| d.seq > s)
-                && visible(&d.record.tenant)
-        });
-        let paging = query.since.is_some() || query.after.is_some();
-        let (page, next_after): (Vec<&Decision>, Option<u64>) = if paging {
-            // Forward from the cursor: the first `limit`, and where to go on.
-            let mut page: Vec<&Decision> = matching.take(limit + 1).collect();
-            let more = page.len() > limit;
-            page.truncate(limit);
-            let next = more.then(|| page.last().map(|d| d.seq)).flatten();
-            (page, next)
-        } else {
-            // No cursor: the latest `limit`.
-            let all: Vec<&Decision> = matching.collect();
-            let skip = all.len().saturating_sub(limit);
-            (all[skip..].to_vec(), None)
+        let wanted = |d: &DecisionRecord| {
+            query.job.as_deref().is_none_or(|j| d.job == j)
+                && query.since.is_none_or(|t| d.at >= t)
+                && visible(&d.tenant)
         };
+        let paging = query.since.is_some() || query.after.is_some();
+        let after = query.after.unwrap_or(0);
+        let matching: Box<dyn Iterator<Item = DecisionRecord>> = match &query.job {
+            // One job's records are few: the engine finds them in one pass over its ring.
+            Some(job) => Box::new(
+                engine
+                    .decisions_for(job)
+                    .into_iter()
+                    .filter(move |d| d.seq > after),
+            ),
+            None if !paging && scope.is_none() => Box::new(engine.decisions(limit).into_iter()),
+            // Forward from the cursor, a chunk of the ring at a time.
+            None => {
+                let mut cursor = after;
+                Box::new(
+                    std::iter::from_fn(move || {
+                        let chunk = engine.decisions_after(cursor, DECISION_SCAN_CHUNK);
+                        cursor = chunk.last()?.seq;
+                        Some(chunk)
+                    })
+                    .flatten(),
+                )
+            }
+        };
+        let mut page: VecDeque<DecisionRecord> = VecDeque::new();
+        let mut more = false;
+        for d in matching.filter(|d| wanted(d)) {
+            if page.len() == limit {
+                if paging {
+                    // Forward from the cursor: the first `limit`, and where to go on.
+                    more = true;
+                    break;
+                }
+                // No cursor: the latest `limit`.
+                page.pop_front();
+            }
+            page.push_back(d);
+        }
+        let next_after = if more {
+            page.back().map(|d| d.seq)
+        } else {
+            None
+        };
+        let oldest_seq = engine
+            .decisions_after(0, 1)
+            .first()
+            .map(|d| d.seq)
+            .unwrap_or(engine.stats().dispatches + 1);
         DecisionsReply {
-            decisions: page.iter().map(|d| decision_body(d, &visible)).collect(),
+            decisions: page
+                .iter()
+                .map(|d| self.decision_body(engine, d, &visible))
+                .collect(),
             next_after,
-            oldest_seq: self
-                .decisions
-                .front()
-                .map(|d| d.seq)
-                .unwrap_or(self.next_seq),
+            oldest_seq,
+        }
+    }
+
+    /// A decision record on the wire; names of tenants the caller may not see are replaced.
+    fn decision_body(
+        &self,
+        engine: &Engine,
+        r: &DecisionRecord,
+        visible: &dyn Fn(&str) -> bool,
+    ) -> DecisionBody {
+        let hide = r.candidates.iter().any(|c| !visible(&c.queue));
+        DecisionBody {
+            seq: r.seq,
+            at: instant(r.at),
+            policy_version: r.policy_version,
+            job_id: r.job.clone(),
+            tenant: r.tenant.clone(),
+            class: r.class.clone(),
+            epoch: r.epoch,
+            estimate_ms: r.estimate.as_millis(),
+            workers: r.workers.clone(),
+            candidates: r
+                .candidates
+                .iter()
+                .map(|c| BalanceBody {
+                    tenant: if visible(&c.queue) {
+                        c.queue.clone()
+                    } else {
+                        ANOTHER_TENANT.into()
+                    },
+                    balance: c.balance,
+                    within_guarantee: Some(c.within_guarantee),
+                })
+                .collect(),
+            backfilled: r.backfilled,
+            borrowed: r.borrowed,
+            waited_ms: r.waited.as_millis(),
+            // The sentence names the other candidates: word it without them when hidden.
+            reason: match self.policy_of(engine, r.policy_version) {
+                Some(policy) if !hide => decision_reason(r, policy),
+                _ => decision_reason_plain(r),
+            },
         }
     }
 
@@ -710,34 +719,37 @@ impl Observer {
     }
 
     fn observe(&mut self, engine: &mut Engine, now: Time) -> OverviewReply {
-        let (tenants, tenants_with_jobs, complete) = examine_tenants(engine);
-        let classes = class_views(engine, &tenants, complete);
-        let pools = pool_views(engine);
-        let tenants_over = tenants.iter().filter(|t| t.over > 0.0).count() as u64;
-        let share_above_entitlement_sum = tenants.iter().map(|t| t.over.max(0.0)).sum();
-        // Workers: heard from recently, or holding leases.
-        self.workers
-            .retain(|_, w| !w.jobs.is_empty() || w.last_poll.elapsed() < WORKER_SHOWN_FOR);
-        let workers_total = self.workers.len() as u64;
-        let workers = self
-            .workers
-            .iter()
+        let census = engine.census();
+        let all_tenants = tenant_views(&census, now);
+        let tenants_with_jobs = all_tenants.len() as u64;
+        let tenants_over = all_tenants.iter().filter(|t| t.over > 0.0).count() as u64;
+        let share_above_entitlement_sum = all_tenants.iter().map(|t| t.over.max(0.0)).sum();
+        let mut tenants = all_tenants;
+        tenants.truncate(MAX_TENANTS_SHOWN);
+        let classes = class_views(engine, &census, now);
+        let pools = pool_views(engine, &census);
+        let known = engine.workers();
+        let workers_total = known.len() as u64;
+        let workers = known
+            .into_iter()
             .take(MAX_WORKERS_SHOWN)
-            .map(|(name, w)| WorkerView {
-                name: name.clone(),
-                pool: w.pool.clone(),
-                capacity: w.capacity.clone(),
+            .map(|w| WorkerView {
                 leases: w.jobs.len() as u64,
-                jobs: w.jobs.iter().take(8).cloned().collect(),
-                last_poll_ms: w.last_poll.elapsed().as_millis() as u64,
+                jobs: w.jobs.into_iter().take(JOBS_SHOWN_PER_WORKER).collect(),
+                last_poll_ms: now.since(w.last_seen).as_millis(),
+                name: w.name,
+                pool: w.pool,
+                capacity: w.capacity,
+                free: w.free,
+                live: w.live,
+                polling: w.polling,
             })
             .collect();
-        let decisions = self
-            .decisions
+        let decisions = engine
+            .decisions(OVERVIEW_DECISIONS)
             .iter()
             .rev()
-            .take(OVERVIEW_DECISIONS)
-            .map(|d| decision_body(d, &|_| true))
+            .map(|d| self.decision_body(engine, d, &|_| true))
             .collect();
         let admissions = self.timeline_view(now);
         let stats = engine.stats();
@@ -750,8 +762,8 @@ impl Observer {
             balance_unit: engine.balance_unit().to_string(),
             live_jobs: engine.live_jobs() as u64,
             queued_jobs: engine.queued_jobs(),
-            complete,
-            tenants_with_jobs: tenants_with_jobs as u64,
+            complete: true,
+            tenants_with_jobs,
             tenants_over,
             share_above_entitlement_sum,
             tenants,
@@ -865,7 +877,7 @@ fn wait_reason(reason: &WaitReason, visible: &dyn Fn(&str) -> bool) -> WaitReaso
 }
 
 /// Why a decision chose its job, in a sentence.
-fn decision_reason(record: &DecisionRecord, policy: PolicyName, borrowed: bool) -> String {
+fn decision_reason(record: &DecisionRecord, policy: PolicyName) -> String {
     let mut out = match policy {
         PolicyName::Fair
         | PolicyName::Drf
@@ -903,57 +915,30 @@ fn decision_reason(record: &DecisionRecord, policy: PolicyName, borrowed: bool) 
             policy.as_str()
         ),
     };
-    if record.backfilled {
-        out.push_str("; started as backfill behind a reservation");
-    }
-    if borrowed {
-        out.push_str("; borrowed capacity reserved for a higher band");
-    }
+    out.push_str(&decision_manner(record));
     out
 }
 
-fn decision_body(d: &Decision, visible: &dyn Fn(&str) -> bool) -> DecisionBody {
-    let r = &d.record;
-    let hide = r.candidates.iter().any(|c| !visible(&c.queue));
-    DecisionBody {
-        seq: d.seq,
-        at: instant(r.at),
-        policy_version: r.policy_version,
-        job_id: r.job.clone(),
-        tenant: r.tenant.clone(),
-        class: r.class.clone(),
-        epoch: r.epoch,
-        estimate_ms: r.estimate.as_millis(),
-        workers: r.workers.clone(),
-        candidates: r
-            .candidates
-            .iter()
-            .map(|c| BalanceBody {
-                tenant: if visible(&c.queue) {
-                    c.queue.clone()
-                } else {
-                    ANOTHER_TENANT.into()
-                },
-                balance: c.balance,
-                within_guarantee: Some(c.within_guarantee),
-            })
-            .collect(),
-        backfilled: r.backfilled,
-        borrowed: d.borrowed,
-        // The sentence names the other candidates: rebuild it without them when hidden.
-        reason: if hide {
-            let mut reason = format!("{} was chosen among the leading queues", r.tenant);
-            if r.backfilled {
-                reason.push_str("; started as backfill behind a reservation");
-            }
-            if d.borrowed {
-                reason.push_str("; borrowed capacity reserved for a higher band");
-            }
-            reason
-        } else {
-            d.reason.clone()
-        },
+/// Why a decision chose its job, without naming the other candidates (or the policy, when
+/// the version that decided is no longer known).
+fn decision_reason_plain(record: &DecisionRecord) -> String {
+    format!(
+        "{} was chosen among the leading queues{}",
+        record.tenant,
+        decision_manner(record)
+    )
+}
+
+/// How the job started, as clauses to append to its reason.
+fn decision_manner(record: &DecisionRecord) -> String {
+    let mut out = String::new();
+    if record.backfilled {
+        out.push_str("; started as backfill behind a reservation");
     }
+    if record.borrowed {
+        out.push_str("; borrowed capacity reserved for a higher band");
+    }
+    out
 }
 
 fn ledger_body(l: &fairway_core::Ledger) -> LedgerBody {
@@ -994,7 +979,7 @@ fn tenant_reply(engine: &Engine, name: &str) -> Option<TenantReply> {
         guarantee: r.guarantee,
         limit: r.limit,
         usage: r.usage,
-        dominant_share: r.dominant_share,
+        dominant_share: bounded_share(r.dominant_share),
         entitlement: r.entitlement,
         balance: r.balance,
         balance_unit: engine.balance_unit().to_string(),
@@ -1007,7 +992,29 @@ fn tenant_reply(engine: &Engine, name: &str) -> Option<TenantReply> {
     })
 }
 
-/// The dominant share of `usage` in `capacity`.
+/// What the engine reports as the dominant share of resources that no live worker offers
+/// (its "infinite" share, `u64::MAX / 2` parts per billion).
+const UNBOUNDED_SHARE: f64 = (u64::MAX / 2) as f64 / 1e9;
+
+/// A dominant share from the engine, bounded for the wire: holding resources no live worker
+/// offers (recovered leases after a restart, before their workers ask for work again) counts
+/// as holding all there is, 1, rather than an enormous number that would rank the tenant
+/// first above its entitlement.
+fn bounded_share(share: f64) -> f64 {
+    if share >= UNBOUNDED_SHARE { 1.0 } else { share }
+}
+
+/// A tenant's dominant share of one pool: like [`bounded_share`], holding a resource the
+/// pool's live workers do not offer counts as 1.
+fn pool_share(usage: &BTreeMap<String, f64>, capacity: Option<&BTreeMap<String, f64>>) -> f64 {
+    let offered = |r: &str| capacity.and_then(|c| c.get(r)).is_some_and(|c| *c > 0.0);
+    if usage.iter().any(|(r, u)| *u > 0.0 && !offered(r)) {
+        return 1.0;
+    }
+    capacity.map_or(0.0, |c| dominant_share(usage, c))
+}
+
+/// The dominant share of `usage` in `capacity` (resources `capacity` lacks are skipped).
 fn dominant_share(usage: &BTreeMap<String, f64>, capacity: &BTreeMap<String, f64>) -> f64 {
     usage
         .iter()
@@ -1015,116 +1022,52 @@ fn dominant_share(usage: &BTreeMap<String, f64>, capacity: &BTreeMap<String, f64
         .fold(0.0, f64::max)
 }
 
-/// Examines the tenants with jobs through the engine's reports, within the budget: all of
-/// them when they fit (then per-class figures are exact), otherwise those holding the most
-/// capacity per unit of weight and those with the most jobs waiting. Returns them furthest
-/// above their entitlement first, how many tenants have jobs, and whether all were examined.
-fn examine_tenants(engine: &Engine) -> (Vec<TenantView>, usize, bool) {
-    let snapshots = engine.tenant_snapshots();
-    let mut capacity: BTreeMap<String, f64> = BTreeMap::new();
-    for pool in engine.pool_usage().values() {
-        for (r, c) in &pool.capacity {
-            *capacity.entry(r.clone()).or_default() += c;
-        }
+/// Queued work on the wire, its age taken at `now`.
+fn backlog_of(work: &QueuedWork, now: Time) -> BacklogBody {
+    BacklogBody {
+        queued: work.queued,
+        oldest_age_ms: work.oldest.map_or(0, |t| now.since(t).as_millis()),
     }
-    let weight = |name: &str| {
-        engine
-            .policy()
-            .tenant(name)
-            .map(|t| t.weight.as_f64())
-            .unwrap_or(1.0)
-    };
-    // Each report scans the job table once.
-    let per_report = (engine.live_jobs() as u64).max(1);
-    let budget = ((OBSERVE_VISIT_BUDGET / per_report) as usize).clamp(1, MAX_TENANTS_EXAMINED);
-    let complete = snapshots.len() <= budget;
-    let chosen: Vec<String> = if complete {
-        snapshots.iter().map(|s| s.name.clone()).collect()
-    } else {
-        let mut by_share: Vec<(f64, &str)> = snapshots
-            .iter()
-            .map(|s| {
-                (
-                    dominant_share(&s.usage, &capacity) / weight(&s.name),
-                    &*s.name,
-                )
-            })
-            .collect();
-        by_share.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(b.1)));
-        let mut by_queue: Vec<(u64, &str)> =
-            snapshots.iter().map(|s| (s.queued, &*s.name)).collect();
-        by_queue.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(b.1)));
-        let mut chosen: Vec<String> = Vec::new();
-        let half = budget.div_ceil(2);
-        for (_, name) in by_share.iter().take(half) {
-            chosen.push(name.to_string());
-        }
-        for (_, name) in by_queue {
-            if chosen.len() >= budget {
-                break;
-            }
-            if !chosen.iter().any(|c| c == name) {
-                chosen.push(name.to_string());
-            }
-        }
-        chosen
-    };
-    let mut reports: BTreeMap<String, fairway_core::TenantReport> = BTreeMap::new();
-    for name in &chosen {
-        // A nested tenant's entitlement is a fraction of its parent's: report the ancestors.
-        let mut path: Vec<&str> = Vec::new();
-        for (i, c) in name.char_indices() {
-            if c == '/' {
-                path.push(&name[..i]);
-            }
-        }
-        path.push(name);
-        for p in path {
-            if !reports.contains_key(p)
-                && let Some(r) = engine.tenant_report(p)
-            {
-                reports.insert(p.to_string(), r);
-            }
-        }
-    }
-    let global_entitlement = |name: &str| -> f64 {
-        let mut e = 1.0;
-        let mut end = 0;
-        loop {
-            let next = name[end..].find('/').map(|i| end + i);
-            let prefix = &name[..next.unwrap_or(name.len())];
-            e *= reports.get(prefix).map(|r| r.entitlement).unwrap_or(1.0);
-            match next {
-                Some(i) => end = i + 1,
-                None => return e,
-            }
-        }
-    };
-    let mut views: Vec<TenantView> = chosen
+}
+
+/// The tenants with jobs of their own (queued, deferred or running), furthest above their
+/// entitlement first. Ancestors the census lists only for their descendants' sake are left
+/// out (their reports are one `GET /v1/tenants/{id}` away).
+fn tenant_views(census: &Census, now: Time) -> Vec<TenantView> {
+    let pool_capacity: BTreeMap<&str, &BTreeMap<String, f64>> = census
+        .pools
         .iter()
-        .filter_map(|name| reports.get(name))
-        .map(|r| {
-            let entitlement = global_entitlement(&r.name);
-            let queued: u64 = r.backlog.values().map(|(q, _)| q).sum();
-            let oldest = r
-                .backlog
-                .values()
-                .map(|(_, age)| *age)
-                .fold(None, |m: Option<f64>, a| Some(m.map_or(a, |m| m.max(a))));
-            TenantView {
-                name: r.name.clone(),
-                weight: r.weight,
-                dominant_share: r.dominant_share,
-                entitlement,
-                over: r.dominant_share - entitlement,
-                queued,
-                running: r.running,
-                oldest_age_ms: oldest.map(|s| (s * 1e3).round() as u64),
-                backlog: backlog_body(&r.backlog),
-                balance: r.balance,
-                debt_ws: ws(r.ledger.debt),
-                charged_ws: ws(r.ledger.charged),
-            }
+        .map(|p| (p.name.as_str(), &p.capacity))
+        .collect();
+    let mut views: Vec<TenantView> = census
+        .tenants
+        .iter()
+        .filter(|t| t.backlog.queued + t.deferred + t.running > 0)
+        .map(|t| TenantView {
+            name: t.name.clone(),
+            weight: t.weight,
+            dominant_share: bounded_share(t.dominant_share),
+            dominant_share_by_pool: t
+                .usage_by_pool
+                .iter()
+                .map(|(pool, usage)| {
+                    let capacity = pool_capacity.get(pool.as_str()).copied();
+                    (pool.clone(), pool_share(usage, capacity))
+                })
+                .collect(),
+            entitlement: t.entitlement,
+            over: bounded_share(t.dominant_share) - t.entitlement,
+            queued: t.backlog.queued,
+            running: t.running,
+            oldest_age_ms: t.backlog.oldest.map(|o| now.since(o).as_millis()),
+            backlog: t
+                .backlog_by_class
+                .iter()
+                .map(|(class, work)| (class.clone(), backlog_of(work, now)))
+                .collect(),
+            balance: t.balance,
+            debt_ws: ws(t.ledger.debt),
+            charged_ws: ws(t.ledger.charged),
         })
         .collect();
     views.sort_by(|a, b| {
@@ -1133,20 +1076,12 @@ fn examine_tenants(engine: &Engine) -> (Vec<TenantView>, usize, bool) {
             .then(b.queued.cmp(&a.queued))
             .then(a.name.cmp(&b.name))
     });
-    (views, snapshots.len(), complete)
+    views
 }
 
-/// The classes, with their backlog from the examined tenants (when all were examined), their
-/// predicted start and their books.
-fn class_views(engine: &mut Engine, tenants: &[TenantView], complete: bool) -> Vec<ClassView> {
-    let mut backlog: BTreeMap<&str, (u64, f64)> = BTreeMap::new();
-    for t in tenants {
-        for (class, b) in &t.backlog {
-            let e = backlog.entry(class).or_insert((0, 0.0));
-            e.0 += b.queued;
-            e.1 = e.1.max(b.oldest_age_ms as f64 / 1e3);
-        }
-    }
+/// The policy's classes: their backlog everywhere and per pool, their predicted start and
+/// their books.
+fn class_views(engine: &mut Engine, census: &Census, now: Time) -> Vec<ClassView> {
     // `predict` prices a default-demand job; only ask once the default resource exists, so
     // that asking changes nothing in the engine.
     let can_predict = engine.resources().get("cpu").is_some();
@@ -1165,13 +1100,23 @@ fn class_views(engine: &mut Engine, tenants: &[TenantView], complete: bool) -> V
             } else {
                 None
             };
-            let b = backlog.get(c.name.as_str()).copied();
+            let counted = census.classes.iter().find(|k| k.name == c.name);
+            let backlog = counted.map(|k| k.backlog).unwrap_or_default();
             ClassView {
                 name: c.name.clone(),
                 priority: c.priority,
                 reserve: c.reserve_ppb as f64 / 1e9,
-                queued: complete.then(|| b.map(|b| b.0).unwrap_or(0)),
-                oldest_age_s: if complete { b.map(|b| b.1) } else { None },
+                queued: Some(backlog.queued),
+                oldest_age_s: backlog.oldest.map(|o| now.since(o).as_secs_f64()),
+                queued_by_pool: counted
+                    .map(|k| {
+                        k.by_pool
+                            .iter()
+                            .map(|(pool, work)| (pool.clone(), backlog_of(work, now)))
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+                unplaceable: counted.map_or(0, |k| k.unplaceable),
                 predicted_start_s: predicted,
                 deadline_misses: misses,
                 charged_ws: ws(ledger.charged),
@@ -1181,59 +1126,43 @@ fn class_views(engine: &mut Engine, tenants: &[TenantView], complete: bool) -> V
         .collect()
 }
 
-/// The pools with live workers, their use per class and the classes' reserves there.
-fn pool_views(engine: &Engine) -> Vec<PoolView> {
+/// The pools with live workers: their use per class, the classes' reserves there, and what
+/// borrowed attempts hold.
+fn pool_views(engine: &Engine, census: &Census) -> Vec<PoolView> {
     let declared: Vec<&str> = engine
         .policy()
         .pools
         .iter()
         .map(|p| p.name.as_str())
         .collect();
-    let reserved_classes: Vec<(String, f64)> = engine
-        .policy()
-        .classes
+    census
+        .pools
         .iter()
-        .filter(|c| c.reserve_ppb > 0)
-        .map(|c| (c.name.clone(), c.reserve_ppb as f64 / 1e9))
-        .collect();
-    engine
-        .pool_usage()
-        .into_iter()
-        .filter(|(_, p)| p.workers > 0)
-        .take(crate::observe::MAX_WORKERS)
-        .map(|(name, p)| {
-            let class_used = engine.class_usage(&name);
-            let reserves = reserved_classes
+        .filter(|p| p.workers > 0)
+        .take(MAX_POOLS_SHOWN)
+        .map(|p| PoolView {
+            label: if declared.contains(&p.name.as_str()) {
+                p.name.clone()
+            } else {
+                "undeclared".to_string()
+            },
+            name: p.name.clone(),
+            workers: p.workers,
+            capacity: p.capacity.clone(),
+            used: p.used.clone(),
+            class_used: p.used_by_class.clone(),
+            reserves: p
+                .reserves
                 .iter()
-                .map(|(class, fraction)| {
-                    let reserved: BTreeMap<String, f64> = p
-                        .capacity
-                        .iter()
-                        .map(|(r, c)| (r.clone(), c * fraction))
-                        .collect();
-                    let used = class_used.get(class).cloned().unwrap_or_default();
-                    let occupancy = dominant_share(&used, &reserved);
-                    ReserveView {
-                        class: class.clone(),
-                        reserved,
-                        used,
-                        occupancy,
-                    }
+                .map(|r| ReserveView {
+                    class: r.class.clone(),
+                    occupancy: dominant_share(&r.used, &r.reserved),
+                    reserved: r.reserved.clone(),
+                    used: r.used.clone(),
+                    held: r.held.clone(),
                 })
-                .collect();
-            PoolView {
-                label: if declared.contains(&name.as_str()) {
-                    name.clone()
-                } else {
-                    "undeclared".to_string()
-                },
-                name,
-                workers: p.workers,
-                capacity: p.capacity,
-                used: p.used,
-                class_used,
-                reserves,
-            }
+                .collect(),
+            borrowed: p.borrowed.clone(),
         })
         .collect()
 }
@@ -1241,7 +1170,7 @@ fn pool_views(engine: &Engine) -> Vec<PoolView> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use fairway_core::{Dur, EngineConfig, Outcome, Policy};
+    use fairway_core::{Dur, EngineConfig, Outcome, Policy, WorkerOffer};
 
     fn engine() -> Engine {
         let policy = Policy::from_text(fairway_core::policy::BUILT_IN_POLICY).unwrap();
@@ -1266,8 +1195,9 @@ mod tests {
         assert!(!in_scope("acme/etl", "acme"));
     }
 
-    /// The decision ring keeps the last `DECISION_RING` records with increasing `seq`, each
-    /// matched to its lease, and pages forward from a cursor without gaps or repeats.
+    /// Decision records come from the engine's ring: the last `DECISION_RING`, numbered by
+    /// the dispatch count, each its lease's; they page forward from a cursor without gaps or
+    /// repeats, and a tenant sees only its own.
     #[test]
     fn decisions_are_ringed_numbered_and_paged() {
         let metrics = Metrics::new();
@@ -1297,13 +1227,8 @@ mod tests {
             observer.committed(&metrics, &engine, 1, &events, Duration::ZERO);
             started += 1;
         }
-        assert_eq!(observer.decisions.len(), DECISION_RING);
-        assert_eq!(observer.decisions.front().unwrap().seq, 51);
-        assert_eq!(
-            observer.decisions.back().unwrap().record.job,
-            format!("j{}", jobs - 1)
-        );
         let latest = observer.decisions(
+            &engine,
             &DecisionQuery {
                 limit: 5,
                 ..DecisionQuery::default()
@@ -1312,30 +1237,41 @@ mod tests {
         );
         assert_eq!(latest.decisions.len(), 5);
         assert_eq!(latest.decisions[4].seq, jobs as u64);
+        assert_eq!(latest.decisions[4].job_id, format!("j{}", jobs - 1));
         assert_eq!(latest.oldest_seq, 51);
-        let mut after = Some(40);
-        let mut seen = Vec::new();
-        while let Some(a) = after {
-            let page = observer.decisions(
-                &DecisionQuery {
-                    after: Some(a),
-                    limit: 1000,
-                    ..DecisionQuery::default()
-                },
-                None,
-            );
-            seen.extend(page.decisions.iter().map(|d| d.seq));
-            after = page.next_after;
-        }
+        // Every `seq` visible to `scope` after `from`, a page of `limit` at a time.
+        let page_through = |from: u64, limit: usize, scope: Option<&str>| {
+            let mut after = Some(from);
+            let mut seen = Vec::new();
+            while let Some(a) = after {
+                let page = observer.decisions(
+                    &engine,
+                    &DecisionQuery {
+                        after: Some(a),
+                        limit,
+                        ..DecisionQuery::default()
+                    },
+                    scope,
+                );
+                assert!(page.decisions.len() <= limit);
+                seen.extend(page.decisions.iter().map(|d| d.seq));
+                after = page.next_after;
+            }
+            seen
+        };
+        let seen = page_through(40, 1000, None);
         assert_eq!(seen, (51..=jobs as u64).collect::<Vec<_>>());
         // A tenant sees its own decisions only, and never another tenant's name.
         let mine = observer.decisions(
+            &engine,
             &DecisionQuery {
                 limit: 1000,
                 ..DecisionQuery::default()
             },
             Some("a"),
         );
+        assert_eq!(mine.decisions.len(), 1000, "the latest 1000 of a's");
+        assert_eq!(mine.decisions[999].seq, jobs as u64 - 1);
         assert!(mine.decisions.iter().all(|d| d.tenant == "a"));
         assert!(
             mine.decisions
@@ -1343,6 +1279,22 @@ mod tests {
                 .flat_map(|d| &d.candidates)
                 .all(|c| c.tenant != "b"),
         );
+        // Paging a tenant's records crosses the chunks the ring is read in.
+        let seen = page_through(0, 300, Some("a"));
+        // Job `j{i}` is the `i + 1`th started; a's are the even `i`.
+        let expected: Vec<u64> = (51..=jobs as u64).filter(|s| s % 2 == 1).collect();
+        assert_eq!(seen, expected);
+        let one = observer.decisions(
+            &engine,
+            &DecisionQuery {
+                job: Some("j100".into()),
+                limit: 10,
+                ..DecisionQuery::default()
+            },
+            None,
+        );
+        let seqs: Vec<u64> = one.decisions.iter().map(|d| d.seq).collect();
+        assert_eq!(seqs, [101]);
         let text = metrics.encode_prometheus();
         assert!(
             text.contains(&format!(

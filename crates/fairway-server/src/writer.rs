@@ -735,7 +735,6 @@ impl<S: EventStore> Writer<S> {
         reply: Reply<LeaseOutcome>,
         out: &mut Outbox,
     ) {
-        self.observer.polled(&offer);
         // One request per worker: a new one answers the old one (empty) and takes its place.
         if let Some(old) = self.remove_waiter(&offer.worker) {
             out.replies

@@ -101,15 +101,9 @@ async fn metrics_scrape_parses_and_tells_what_happened() {
     let server = TestServer::start(dir.path(), |c| c.policy = Some(POLICY.to_string())).await;
     traffic(&server).await;
 
-    let (code, body) = server.get("/metrics").await;
-    assert_eq!(code, 200);
-    let text = body.as_str().expect("text");
-    let scrape = prom::parse(text).unwrap_or_else(|e| panic!("{e}\n{text}"));
-    let v = |name: &str, labels: &[(&str, &str)]| {
-        scrape
-            .value(name, labels)
-            .unwrap_or_else(|| panic!("no single {name}{labels:?} in\n{text}"))
-    };
+    let (scrape, text) = scrape(&server).await;
+    let text = text.as_str();
+    let v = |name: &str, labels: &[(&str, &str)]| value(&scrape, text, name, labels);
 
     assert_eq!(
         v(
@@ -550,4 +544,314 @@ async fn observability_routes_respect_tokens() {
         .await
         .unwrap();
     assert_eq!(r.status(), 401);
+}
+
+/// Two declared pools, each with half of it held for `urgent`; preemptible work may borrow
+/// it.
+const POOLS_POLICY: &str = r#"
+[policy]
+name = "fair"
+preemption = true
+
+[[pool]]
+name = "cpu"
+
+[[pool]]
+name = "gpu"
+
+[[class]]
+name = "urgent"
+priority = 10
+reserve = 0.5
+
+[[class]]
+name = "batch"
+
+[[tenant]]
+name = "acme"
+"#;
+
+/// An overview newer than generation `than` (observations are paced: at most one a second).
+async fn fresh_overview(server: &TestServer, than: u64) -> Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let (code, o) = server.get("/v1/overview").await;
+        assert_eq!(code, 200, "{o}");
+        if o["generation"].as_u64().unwrap() > than {
+            return o;
+        }
+        assert!(std::time::Instant::now() < deadline, "no fresh overview");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+/// `/metrics`, parsed strictly, and its text.
+async fn scrape(server: &TestServer) -> (prom::Scrape, String) {
+    let (code, body) = server.get("/metrics").await;
+    assert_eq!(code, 200);
+    let text = body.as_str().expect("text").to_string();
+    let scrape = prom::parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    (scrape, text)
+}
+
+/// The single sample of `name` with `labels` in a scrape of `text`.
+fn value(scrape: &prom::Scrape, text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
+    scrape
+        .value(name, labels)
+        .unwrap_or_else(|| panic!("no single {name}{labels:?} in\n{text}"))
+}
+
+/// The member of `list` whose `key` is `value`.
+fn find<'a>(list: &'a Value, key: &str, value: &str) -> &'a Value {
+    list.as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x[key] == value)
+        .unwrap_or_else(|| panic!("no {key}={value} in {list}"))
+}
+
+/// Per-pool backlog, unplaceable jobs, reserves held and capacity borrowed from them, in the
+/// overview and in `/metrics`, from the engine's census. A cpu worker (2 CPUs, half held for
+/// `urgent`) takes two preemptible batch jobs, the second on the reserve (borrowed, since no
+/// urgent job waits); a gpu worker registers without taking work. Four batch jobs fit both pools, one
+/// only the gpu pool, and one no pool at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pools_backlog_unplaceable_reserves_and_borrowing() {
+    let dir = TempDir::new("pools");
+    let server = TestServer::start(dir.path(), |c| c.policy = Some(POOLS_POLICY.to_string())).await;
+    for i in 0..6 {
+        let (code, r) = server
+            .submit(json!({"id": format!("b{i}"), "tenant": "acme", "class": "batch", "preemptible": true}))
+            .await;
+        assert_eq!(code, 201, "{r}");
+    }
+    let (code, r) = server
+        .post(
+            "/v1/leases",
+            json!({"worker": "c1", "pool": "cpu", "capacity": {"cpu": 2}, "max_jobs": 4}),
+        )
+        .await;
+    assert_eq!(code, 200, "{r}");
+    assert_eq!(r["leases"].as_array().unwrap().len(), 2, "{r}");
+    let (code, r) = server
+        .post(
+            "/v1/leases",
+            json!({"worker": "g1", "pool": "gpu", "capacity": {"cpu": 2},
+                   "labels": {"gpu": "a100"}, "max_jobs": 0}),
+        )
+        .await;
+    assert_eq!(code, 200, "{r}");
+    for (id, gpu) in [("needs-a100", "a100"), ("needs-h100", "h100")] {
+        let (code, r) = server
+            .submit(json!({"id": id, "tenant": "acme", "class": "batch", "requires": {"gpu": gpu}}))
+            .await;
+        assert_eq!(code, 201, "{r}");
+    }
+
+    let (code, o) = server.get("/v1/overview").await;
+    assert_eq!(code, 200, "{o}");
+    let batch = find(&o["classes"], "name", "batch");
+    assert_eq!(batch["queued"], 6, "{batch}");
+    assert_eq!(batch["queued_by_pool"]["cpu"]["queued"], 4, "{batch}");
+    assert_eq!(batch["queued_by_pool"]["gpu"]["queued"], 5, "{batch}");
+    assert_eq!(batch["unplaceable"], 1, "{batch}");
+    let urgent = find(&o["classes"], "name", "urgent");
+    assert_eq!(urgent["unplaceable"], 0);
+    assert_eq!(urgent["queued_by_pool"], json!({}));
+
+    let cpu = find(&o["pools"], "name", "cpu");
+    assert_eq!(cpu["used"]["cpu"], 2.0, "{cpu}");
+    assert_eq!(cpu["borrowed"]["cpu"], 1.0, "{cpu}");
+    let reserve = find(&cpu["reserves"], "class", "urgent");
+    assert_eq!(reserve["reserved"]["cpu"], 1.0, "{reserve}");
+    assert_eq!(reserve["held"]["cpu"], 1.0, "{reserve}");
+    assert_eq!(reserve["occupancy"], 0.0, "{reserve}");
+    let gpu = find(&o["pools"], "name", "gpu");
+    assert_eq!(gpu["borrowed"], json!({}), "nothing borrowed: {gpu}");
+    assert_eq!(
+        find(&gpu["reserves"], "class", "urgent")["held"]["cpu"],
+        1.0
+    );
+
+    let acme = find(&o["tenants"], "name", "acme");
+    assert_eq!(acme["dominant_share"], 0.5, "{acme}");
+    assert_eq!(
+        acme["dominant_share_by_pool"],
+        json!({"cpu": 1.0}),
+        "{acme}"
+    );
+    let c1 = find(&o["workers"], "name", "c1");
+    assert_eq!(
+        (c1["leases"].as_u64(), c1["live"].as_bool()),
+        (Some(2), Some(true))
+    );
+    assert_eq!(c1["free"], json!({}), "nothing free: {c1}");
+    let g1 = find(&o["workers"], "name", "g1");
+    assert_eq!(g1["free"]["cpu"], 2.0, "{g1}");
+    assert_eq!(o["workers_total"], 2);
+
+    let (_, d) = server.get("/v1/decisions").await;
+    let borrowed: Vec<bool> = d["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["borrowed"].as_bool().unwrap())
+        .collect();
+    assert_eq!(borrowed, [false, true], "{d}");
+    assert!(
+        d["decisions"][1]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("borrowed capacity reserved"),
+        "{d}"
+    );
+    assert!(d["decisions"][0]["waited_ms"].as_u64().is_some(), "{d}");
+
+    let (scrape, text) = scrape(&server).await;
+    let cpu_reserve: &[(&str, &str)] = &[("pool", "cpu"), ("class", "urgent"), ("resource", "cpu")];
+    let expected: [(&str, &[(&str, &str)], f64); 11] = [
+        (
+            "fairway_pool_queued_jobs",
+            &[("pool", "cpu"), ("class", "batch")],
+            4.0,
+        ),
+        (
+            "fairway_pool_queued_jobs",
+            &[("pool", "gpu"), ("class", "batch")],
+            5.0,
+        ),
+        // No urgent job waits: the series is there, at zero.
+        (
+            "fairway_pool_queued_jobs",
+            &[("pool", "gpu"), ("class", "urgent")],
+            0.0,
+        ),
+        ("fairway_class_unplaceable_jobs", &[("class", "batch")], 1.0),
+        (
+            "fairway_class_unplaceable_jobs",
+            &[("class", "urgent")],
+            0.0,
+        ),
+        ("fairway_reserve_capacity", cpu_reserve, 1.0),
+        ("fairway_reserve_held", cpu_reserve, 1.0),
+        ("fairway_reserve_used", cpu_reserve, 0.0),
+        (
+            "fairway_pool_borrowed",
+            &[("pool", "cpu"), ("resource", "cpu")],
+            1.0,
+        ),
+        (
+            "fairway_pool_borrowed",
+            &[("pool", "gpu"), ("resource", "cpu")],
+            0.0,
+        ),
+        (
+            "fairway_leases_granted_total",
+            &[("class", "batch"), ("borrowed", "true")],
+            1.0,
+        ),
+    ];
+    for (name, labels, want) in expected {
+        assert_eq!(
+            value(&scrape, &text, name, labels),
+            want,
+            "{name}{labels:?}"
+        );
+    }
+}
+
+/// Decision records are numbered by the engine's durable dispatch count: after a restart on
+/// the embedded store, numbering goes on where it was (a reader's cursor stays valid), and the
+/// workers holding recovered leases are listed before they ask for work again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn decisions_and_workers_carry_over_a_restart() {
+    let dir = TempDir::new("restart-observe");
+    let configure = |c: &mut fairway_server::ServerConfig| c.policy = Some(POLICY.to_string());
+    let server = TestServer::start(dir.path(), configure).await;
+    for i in 0..4 {
+        let (code, r) = server
+            .submit(json!({"id": format!("j{i}"), "tenant": "big", "class": "batch", "estimate_ms": 60000}))
+            .await;
+        assert_eq!(code, 201, "{r}");
+    }
+    let (code, r) = server
+        .post(
+            "/v1/leases",
+            json!({"worker": "w1", "capacity": {"cpu": 4}, "max_jobs": 2}),
+        )
+        .await;
+    assert_eq!(code, 200, "{r}");
+    let before: Vec<String> = r["leases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["job_id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(before.len(), 2, "{r}");
+    let (_, d) = server.get("/v1/decisions?after=0").await;
+    let seqs: Vec<u64> = d["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(seqs, [1, 2], "{d}");
+    server.stop().await.expect("clean stop");
+
+    let server = TestServer::start(dir.path(), configure).await;
+    // The ring starts empty; the numbering does not.
+    let (code, d) = server.get("/v1/decisions?after=2").await;
+    assert_eq!(code, 200, "{d}");
+    assert_eq!(d["decisions"], json!([]), "{d}");
+    assert_eq!(d["oldest_seq"], 3, "{d}");
+    // w1 holds its two recovered leases: listed, though it has not asked for work since.
+    let (_, o) = server.get("/v1/overview").await;
+    let w1 = find(&o["workers"], "name", "w1");
+    assert_eq!(w1["leases"], 2, "{w1}");
+    assert_eq!(w1["live"], false, "{w1}");
+    let mut jobs: Vec<String> = w1["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j.as_str().unwrap().to_string())
+        .collect();
+    jobs.sort();
+    let mut expected = before.clone();
+    expected.sort();
+    assert_eq!(jobs, expected, "{w1}");
+    assert_eq!(o["engine"]["dispatches"], 2, "{o}");
+    // big holds CPUs no live worker offers yet: all there is, not an unbounded share.
+    let big = find(&o["tenants"], "name", "big");
+    assert_eq!(big["dominant_share"], 1.0, "{big}");
+    assert_eq!(
+        big["dominant_share_by_pool"],
+        json!({"default": 1.0}),
+        "{big}"
+    );
+    assert_eq!(big["over"], 0.0, "{big}");
+    assert_eq!(o["tenants_over"], 0, "{o}");
+    let (_, t) = server.get("/v1/tenants/big").await;
+    assert_eq!(t["dominant_share"], 1.0, "{t}");
+
+    // The next decision is number 3, and a cursor from before the restart finds it.
+    let (code, r) = server
+        .post(
+            "/v1/leases",
+            json!({"worker": "w2", "capacity": {"cpu": 4}, "max_jobs": 1}),
+        )
+        .await;
+    assert_eq!(code, 200, "{r}");
+    let started = r["leases"][0]["job_id"].as_str().unwrap().to_string();
+    let (_, d) = server.get("/v1/decisions?after=2&limit=1").await;
+    let page = d["decisions"].as_array().unwrap();
+    assert_eq!(page.len(), 1, "{d}");
+    assert_eq!(page[0]["seq"], 3, "{d}");
+    assert_eq!(page[0]["job_id"], started.as_str(), "{d}");
+    assert_eq!(page[0]["workers"], json!(["w2"]), "{d}");
+    assert!(d.get("next_after").is_none(), "{d}");
+    let (_, e) = server.get(&format!("/v1/jobs/{started}/explain")).await;
+    assert_eq!(e["decisions"][0]["seq"], 3, "{e}");
+    let o = fresh_overview(&server, o["generation"].as_u64().unwrap()).await;
+    assert_eq!(o["workers_total"], 2, "{o}");
+    assert_eq!(find(&o["workers"], "name", "w2")["live"], true, "{o}");
 }

@@ -428,6 +428,7 @@ fn classes_panel(v: &OverviewReply) -> Markup {
         table {
             thead { tr {
                 th { "class" } th.num { "priority" } th.num { "reserve" } th.num { "queued" }
+                th { "per pool" } th.num { "unplaceable" }
                 th { "oldest wait" } th.num { "predicted start" } th.num { "deadline misses" }
             } }
             tbody {
@@ -437,6 +438,13 @@ fn classes_panel(v: &OverviewReply) -> Markup {
                         td.num { (c.priority) }
                         td.num { (pct(c.reserve)) }
                         td.num { (c.queued.map(|q| q.to_string()).unwrap_or_else(|| "?".into())) }
+                        td.pools {
+                            @for (i, (pool, b)) in c.queued_by_pool.iter().enumerate() {
+                                @if i > 0 { ", " }
+                                (pool) " " b.count data-pool=(pool) { (b.queued) }
+                            }
+                        }
+                        td.num.unplaceable { (c.unplaceable) }
                         td.age {
                             @if let Some(a) = c.oldest_age_s {
                                 svg width="120" height="10" viewBox="0 0 120 10" {
@@ -507,13 +515,21 @@ fn pools_panel(v: &OverviewReply) -> Markup {
         }
         @for p in &v.pools {
             h3 { (p.name) " " span.note { (p.workers) " workers" } }
-            p { "capacity " (amounts(&p.capacity)) " · used " (amounts(&p.used)) }
+            p {
+                "capacity " (amounts(&p.capacity)) " · used " (amounts(&p.used))
+                @if !p.borrowed.is_empty() {
+                    " · borrowed from reserves " span.borrowed { (amounts(&p.borrowed)) }
+                }
+            }
             @if !p.reserves.is_empty() {
                 table {
-                    thead { tr { th { "class" } th { "reserved" } th { "used" } th.num { "occupancy" } } }
+                    thead { tr { th { "class" } th { "reserved" } th { "used" } th { "held" } th.num { "occupancy" } } }
                     tbody {
                         @for r in &p.reserves {
-                            tr { td { (r.class) } td { (amounts(&r.reserved)) } td { (amounts(&r.used)) } td.num { (pct(r.occupancy)) } }
+                            tr.reserve data-pool=(p.name) data-class=(r.class) {
+                                td { (r.class) } td { (amounts(&r.reserved)) } td { (amounts(&r.used)) }
+                                td { (amounts(&r.held)) } td.num { (pct(r.occupancy)) }
+                            }
                         }
                     }
                 }
@@ -526,16 +542,21 @@ fn workers_panel(v: &OverviewReply) -> Markup {
     html! {
         h2 { "Workers and leases" }
         @if v.workers.is_empty() {
-            p.empty { "No worker has asked for work recently." }
+            p.empty { "No worker is known: none has asked for work recently or holds a lease." }
         } @else {
             table {
-                thead { tr { th { "worker" } th { "pool" } th { "capacity" } th.num { "leases" } th { "jobs" } th.num { "last poll" } } }
+                thead { tr {
+                    th { "worker" } th { "pool" } th { "state" } th { "capacity" } th { "free" }
+                    th.num { "leases" } th { "jobs" } th.num { "last heard" }
+                } }
                 tbody {
                     @for w in v.workers.iter().take(MAX_ROWS) {
                         tr.worker data-worker=(w.name) {
                             td { b { (w.name) } }
                             td { (w.pool) }
+                            td.state { (worker_state(w)) }
                             td { (amounts(&w.capacity)) }
+                            td { (amounts(&w.free)) }
                             td.num { (w.leases) }
                             td { @for (i, j) in w.jobs.iter().enumerate() { @if i > 0 { ", " } (job_link(j)) } }
                             td.num { (age(w.last_poll_ms)) " ago" }
@@ -547,6 +568,16 @@ fn workers_panel(v: &OverviewReply) -> Markup {
                 p.note { "and " (v.workers_total as usize - MAX_ROWS.min(v.workers.len())) " more" }
             }
         }
+    }
+}
+
+/// A worker's state in a word: waiting for work, live, or silent (holding leases recovered
+/// after a restart, or gone quiet).
+fn worker_state(w: &WorkerView) -> &'static str {
+    match (w.live, w.polling) {
+        (true, true) => "polling",
+        (true, false) => "live",
+        (false, _) => "silent",
     }
 }
 

@@ -114,9 +114,11 @@ pub(super) struct DecisionParams {
     limit: Option<usize>,
 }
 
-/// Decision records from the server's ring (the last 4096 dispatch decisions): which job
-/// started, on which workers, and the leading queues with their balances when it was chosen.
-/// Without `since` or `after`, the latest `limit`; with either, the first `limit` after it.
+/// Decision records from the engine's ring (the last 4096 dispatch decisions since the server
+/// started): which job started, on which workers, and the leading queues with their balances
+/// when it was chosen. Each is numbered by the engine's durable dispatch count (`seq`), so a
+/// cursor stays valid across restarts. Without `since` or `after`, the latest `limit`; with
+/// either, the first `limit` after it.
 #[utoipa::path(
     get, path = "/v1/decisions", tag = "observe",
     params(DecisionParams),
@@ -164,9 +166,10 @@ pub(super) async fn decisions(
     Ok(Json(reply))
 }
 
-/// The whole picture: tenants against their entitlement, classes, pools and reserves,
-/// workers and their leases, recent decisions, admission outcomes over time. Observations are
-/// paced (at most one a second), so calling it often costs the writer little.
+/// The whole picture: tenants against their entitlement, classes and their backlog per pool,
+/// pools, reserves and borrowed capacity, workers and their leases, recent decisions,
+/// admission outcomes over time. One census of the engine; observations are paced (at most one
+/// a second), so calling it often costs the writer little.
 #[utoipa::path(
     get, path = "/v1/overview", tag = "observe",
     responses(

@@ -76,7 +76,7 @@ pub struct ExplainReply {
     pub balance_unit: String,
     /// The policy version in force.
     pub policy_version: u64,
-    /// The decisions that started its attempts, still in the server's ring (newest last, at
+    /// The decisions that started its attempts, still in the engine's ring (newest last, at
     /// most 10).
     pub decisions: Vec<DecisionBody>,
 }
@@ -84,7 +84,8 @@ pub struct ExplainReply {
 /// One dispatch decision, as recorded when it was taken.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct DecisionBody {
-    /// Its position in the server's ring (increasing; restarts from 1 with the process).
+    /// Its number: the engine's count of leases granted so far, this one included. Unique and
+    /// increasing, and kept across restarts (it is durable), so `after` pages across them.
     pub seq: u64,
     /// When.
     pub at: String,
@@ -109,6 +110,8 @@ pub struct DecisionBody {
     pub backfilled: bool,
     /// Whether it borrowed capacity reserved for a higher band.
     pub borrowed: bool,
+    /// How long the job had waited in its queue this time (since it last entered it).
+    pub waited_ms: u64,
     /// Why it was chosen, as a sentence.
     pub reason: String,
 }
@@ -121,7 +124,8 @@ pub struct DecisionsReply {
     /// When more records matched than `limit`: pass this as `after` for the next page.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_after: Option<u64>,
-    /// The oldest `seq` still in the ring (older records were dropped).
+    /// The oldest `seq` still in the engine's ring: older records were dropped. With the ring
+    /// empty (no lease granted since the process started), one more than the newest `seq`.
     pub oldest_seq: u64,
 }
 
@@ -170,7 +174,8 @@ pub struct TenantReply {
     pub limit: BTreeMap<String, f64>,
     /// Resources held by its running attempts (and its descendants').
     pub usage: BTreeMap<String, f64>,
-    /// Dominant share of its usage, of all live capacity.
+    /// Dominant share of its usage, of all live capacity: 1 when it holds resources that no
+    /// live worker offers (leases recovered after a restart, before their workers return).
     pub dominant_share: f64,
     /// Its weight's fraction among its active siblings: what it is entitled to beyond
     /// guarantees (for a nested tenant, a fraction of its parent's).
@@ -200,8 +205,12 @@ pub struct TenantView {
     pub name: String,
     /// Its weight.
     pub weight: f64,
-    /// Dominant share of all live capacity held by it (descendants included).
+    /// Dominant share of all live capacity held by it (descendants included): 1 when it holds
+    /// resources that no live worker offers (leases recovered after a restart).
     pub dominant_share: f64,
+    /// Per pool where it holds resources: the dominant share of that pool's live capacity
+    /// held by it (descendants included), 1 likewise.
+    pub dominant_share_by_pool: BTreeMap<String, f64>,
     /// Share of all live capacity its weight earns among the active tenants (the product of
     /// the fractions down its path).
     pub entitlement: f64,
@@ -209,7 +218,7 @@ pub struct TenantView {
     pub over: f64,
     /// Jobs waiting (own).
     pub queued: u64,
-    /// Jobs running (own and descendants').
+    /// Jobs running (own).
     pub running: u64,
     /// Age of its oldest waiting job.
     pub oldest_age_ms: Option<u64>,
@@ -232,10 +241,16 @@ pub struct ClassView {
     pub priority: i32,
     /// Fraction of each pool held for it.
     pub reserve: f64,
-    /// Jobs waiting: `null` when the observation was cut short (see `complete`).
+    /// Jobs waiting. Always a number since observations count every job (it was `null` when an
+    /// observation was cut short; it stays nullable so that older clients still read it).
     pub queued: Option<u64>,
-    /// Age of the oldest waiting job, seconds: `null` when none waits or it was not computed.
+    /// Age of the oldest waiting job, seconds: `null` when none waits.
     pub oldest_age_s: Option<f64>,
+    /// Per pool with live workers, its waiting jobs that some live worker of the pool could run
+    /// (a job that fits several pools counts in each; pools with none are left out).
+    pub queued_by_pool: BTreeMap<String, BacklogBody>,
+    /// Waiting jobs that no live worker can run.
+    pub unplaceable: u64,
     /// What admission predicts as the wait of a default-demand job of this class, seconds:
     /// `null` when no live worker could run it.
     pub predicted_start_s: Option<f64>,
@@ -256,6 +271,8 @@ pub struct ReserveView {
     pub reserved: BTreeMap<String, f64>,
     /// Capacity its running attempts hold in the pool.
     pub used: BTreeMap<String, f64>,
+    /// Reserved and not used: what lower bands may not take, except by borrowing it.
+    pub held: BTreeMap<String, f64>,
     /// `used / reserved` by the dominant resource.
     pub occupancy: f64,
 }
@@ -277,23 +294,34 @@ pub struct PoolView {
     pub class_used: BTreeMap<String, BTreeMap<String, f64>>,
     /// Reserves of the classes that have one.
     pub reserves: Vec<ReserveView>,
+    /// Held now by attempts that borrowed capacity reserved for a higher band.
+    pub borrowed: BTreeMap<String, f64>,
 }
 
-/// A worker the server has heard from, and the leases it holds.
+/// A worker the engine knows (live, or holding leases), and the leases it holds. Correct after
+/// a restart: a worker holding a recovered lease is listed before it asks for work again.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct WorkerView {
     /// Its name.
     pub name: String,
     /// Its pool.
     pub pool: String,
-    /// Its capacity, as it last offered it.
+    /// Its capacity, as it last offered it (empty until it asks for work after a restart).
     pub capacity: BTreeMap<String, f64>,
     /// Leases it holds (running attempts placed on it).
     pub leases: u64,
     /// Some of those jobs (at most 8).
     pub jobs: Vec<String>,
-    /// Time since its last lease request.
+    /// Time since it was last heard from: a lease request or a heartbeat (after a restart,
+    /// at the latest the recovery).
     pub last_poll_ms: u64,
+    /// Capacity not held by its attempts (resources with none free are left out).
+    pub free: BTreeMap<String, f64>,
+    /// Whether it is live: heard from within the worker silence limit (90 s). A worker that is
+    /// not live is listed while it holds leases.
+    pub live: bool,
+    /// Whether it waits for work now (a parked lease request).
+    pub polling: bool,
 }
 
 /// Admission outcomes in one interval.
@@ -351,21 +379,23 @@ pub struct OverviewReply {
     pub live_jobs: u64,
     /// Jobs waiting.
     pub queued_jobs: u64,
-    /// Whether every tenant with jobs was examined (per-class backlog is exact).
+    /// Whether every tenant with jobs was examined. Always `true`: an observation counts every
+    /// class, tenant and pool in one pass (the field stays for the clients that read it).
     pub complete: bool,
     /// Tenants with jobs.
     pub tenants_with_jobs: u64,
-    /// Examined tenants above their entitlement.
+    /// Tenants with jobs above their entitlement (all of them, listed or not).
     pub tenants_over: u64,
-    /// Sum of the examined tenants' dominant share above entitlement.
+    /// Sum over the tenants with jobs of their dominant share above entitlement.
     pub share_above_entitlement_sum: f64,
-    /// Examined tenants, furthest above their entitlement first (at most 200).
+    /// Tenants with jobs, furthest above their entitlement first (at most 200; the rest are
+    /// counted in `tenants_with_jobs`).
     pub tenants: Vec<TenantView>,
     /// Classes, in the policy's order.
     pub classes: Vec<ClassView>,
     /// Pools with live workers.
     pub pools: Vec<PoolView>,
-    /// Workers heard from recently or holding leases, by name (at most 200).
+    /// Workers the engine knows (live, or holding leases), by name (at most 200).
     pub workers: Vec<WorkerView>,
     /// How many such workers there are.
     pub workers_total: u64,
