@@ -32,6 +32,12 @@ pub struct Limits {
     /// How long a request may take, in milliseconds, on top of its `wait_ms` for a long poll
     /// (503 `unavailable` beyond).
     pub request_timeout_ms: u64,
+    /// How long a client may take to send a request's headers, in milliseconds, counted from
+    /// when the server starts reading them; it also closes a keep-alive connection idle this
+    /// long between requests. A slow client (slow-loris) is cut off.
+    pub header_timeout_ms: u64,
+    /// Most connections open at once; beyond, a new connection gets 429 `busy` and is closed.
+    pub max_connections: usize,
     /// The writer snapshots the engine after this many events since the last snapshot (or
     /// after as many as there are live jobs, if that is more, and no sooner than ten times
     /// the last snapshot's duration after it).
@@ -51,6 +57,8 @@ impl Default for Limits {
             max_parked: 10_000,
             max_in_flight: 16_384,
             request_timeout_ms: 30_000,
+            header_timeout_ms: 10_000,
+            max_connections: 16_384,
             snapshot_every_events: 50_000,
         }
     }

@@ -1,11 +1,13 @@
 //! Starting and stopping: the listener, the writer thread, graceful shutdown.
 
-use crate::config::ServerConfig;
+use crate::config::{Limits, ServerConfig};
 use crate::http::{App, router};
 use crate::leader::{Replica, run_replica};
 use crate::writer::{Command, Shared, Writer, WriterSettings, recover};
 use fairway_core::Time;
 use fairway_store::{Leadership, RedbStore};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
 use std::fmt;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -13,8 +15,8 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::net::TcpListener;
-use tokio::sync::{Notify, watch};
-use tracing::{info, warn};
+use tokio::sync::{Notify, Semaphore, watch};
+use tracing::{debug, info, warn};
 
 /// How long a graceful shutdown waits for open requests once the writer has stopped.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
@@ -208,13 +210,13 @@ impl Server {
             }
         };
         info!(addr = %local_addr, "listening");
-        let serve = axum::serve(listener, service).with_graceful_shutdown(signal);
+        let serve = serve_http(listener, service, &config.limits, signal);
         let grace = async {
             stopping.notified().await;
             tokio::time::sleep(SHUTDOWN_GRACE).await;
         };
         let served = tokio::select! {
-            r = serve.into_future() => r.map_err(ServerError::Io),
+            () = serve => Ok(()),
             _ = grace => {
                 warn!("graceful shutdown timed out; closing the remaining connections");
                 Ok(())
@@ -233,6 +235,93 @@ impl Server {
             Err(_) => Err(ServerError::Writer("the writer thread panicked".into())),
         }
     }
+}
+
+/// The answer to a connection beyond `max_connections`, written before it is closed.
+const TOO_MANY_CONNECTIONS: &[u8] = b"HTTP/1.1 429 Too Many Requests\r\n\
+    content-type: application/json\r\n\
+    retry-after: 1\r\n\
+    connection: close\r\n\
+    content-length: 65\r\n\
+    \r\n\
+    {\"error\":\"busy\",\"message\":\"too many connections are open; retry\"}";
+
+/// Serves HTTP/1.1 on `listener` until `signal`: at most `max_connections` connections at once
+/// (a connection beyond gets 429 `busy` and is closed), each request's headers read within
+/// `header_timeout_ms` (a slow client is cut off; an idle keep-alive connection is closed after
+/// as long). On `signal` it stops accepting, lets every connection finish the request it is
+/// serving, and returns when all are closed.
+async fn serve_http(
+    listener: TcpListener,
+    service: axum::Router,
+    limits: &Limits,
+    signal: impl Future<Output = ()>,
+) {
+    let max = limits.max_connections.clamp(1, Semaphore::MAX_PERMITS);
+    let permits = Arc::new(Semaphore::new(max));
+    let header_timeout = Duration::from_millis(limits.header_timeout_ms.max(1));
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut signal = std::pin::pin!(signal);
+    loop {
+        let stream = tokio::select! {
+            () = &mut signal => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    // Out of file descriptors, or a connection reset before it was accepted:
+                    // wait a little rather than spin.
+                    debug!("accept: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let Ok(permit) = permits.clone().try_acquire_owned() else {
+            tokio::spawn(refuse_connection(stream));
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let service = TowerToHyperService::new(service.clone());
+        let mut stop = stop_rx.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            let mut builder = hyper::server::conn::http1::Builder::new();
+            builder
+                .timer(TokioTimer::new())
+                .header_read_timeout(header_timeout);
+            let conn = builder.serve_connection(TokioIo::new(stream), service);
+            let mut conn = std::pin::pin!(conn);
+            tokio::select! {
+                r = conn.as_mut() => {
+                    if let Err(e) = r {
+                        debug!("connection: {e}");
+                    }
+                    return;
+                }
+                _ = stop.wait_for(|stop| *stop) => conn.as_mut().graceful_shutdown(),
+            }
+            let _ = conn.await;
+        });
+    }
+    drop(listener);
+    let _ = stop_tx.send(true);
+    // Every connection holds a permit until it is closed.
+    let _ = permits.acquire_many(max as u32).await;
+}
+
+/// Answers a connection beyond the limit with 429 `busy`, reads what the client sent for a
+/// moment (so that closing does not reset the connection before it reads the answer), and
+/// closes it.
+async fn refuse_connection(mut stream: tokio::net::TcpStream) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        stream.write_all(TOO_MANY_CONNECTIONS).await?;
+        stream.shutdown().await?;
+        let mut sink = [0u8; 4096];
+        while stream.read(&mut sink).await? > 0 {}
+        Ok::<_, std::io::Error>(())
+    })
+    .await;
 }
 
 /// What runs the writer: the embedded store's one thread, or a replica's election loop.

@@ -58,6 +58,17 @@ pub struct ServeArgs {
     /// plus 64 KiB].
     #[arg(long, env = "FAIRWAY_MAX_BODY_BYTES")]
     max_body_bytes: Option<usize>,
+    /// How long a client may take to send a request's headers, in milliseconds (a slow client
+    /// is cut off); also how long a keep-alive connection may sit idle between requests.
+    #[arg(long, env = "FAIRWAY_HEADER_TIMEOUT_MS", default_value_t = Limits::default().header_timeout_ms, value_name = "MS")]
+    header_timeout_ms: u64,
+    /// How long a request may take, in milliseconds, on top of its wait for a long poll
+    /// (503 `unavailable` beyond: the outcome is unknown).
+    #[arg(long, env = "FAIRWAY_REQUEST_TIMEOUT_MS", default_value_t = Limits::default().request_timeout_ms, value_name = "MS")]
+    request_timeout_ms: u64,
+    /// Most connections open at once; a connection beyond gets 429 `busy` and is closed.
+    #[arg(long, env = "FAIRWAY_MAX_CONNECTIONS", default_value_t = Limits::default().max_connections, value_name = "N")]
+    max_connections: usize,
     /// Snapshot the engine after this many committed events (or after as many as there are
     /// live jobs, if that is more, and no sooner than ten times the last snapshot's duration),
     /// so that a restart replays only what follows.
@@ -174,6 +185,9 @@ fn config(args: &ServeArgs) -> Result<ServerConfig, String> {
     let body_default = Limits::default().max_body_bytes;
     config.limits.max_payload_bytes = args.max_payload_bytes;
     config.limits.snapshot_every_events = args.snapshot_every_events.max(1);
+    config.limits.header_timeout_ms = args.header_timeout_ms.max(1);
+    config.limits.request_timeout_ms = args.request_timeout_ms.max(1);
+    config.limits.max_connections = args.max_connections.max(1);
     config.limits.max_body_bytes = args
         .max_body_bytes
         .unwrap_or(body_default)
