@@ -51,7 +51,8 @@ pub struct Balance {
 /// One dispatch decision.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Decision {
-    /// Its position in the server's ring.
+    /// Its number: the engine's count of leases granted so far, this one included. Kept
+    /// across server restarts, so [`DecisionFilter::after`] pages across them.
     pub seq: u64,
     /// When it was taken.
     #[serde(with = "time::serde::rfc3339")]
@@ -83,6 +84,9 @@ pub struct Decision {
     /// Whether it borrowed capacity reserved for a higher band.
     #[serde(default)]
     pub borrowed: bool,
+    /// How long the job had waited in its queue this time.
+    #[serde(default)]
+    pub waited_ms: u64,
     /// Why it was chosen.
     #[serde(default)]
     pub reason: String,
@@ -199,7 +203,8 @@ pub struct DecisionPage {
     /// When more matched than the limit: the `after` of the next page.
     #[serde(default)]
     pub next_after: Option<u64>,
-    /// The oldest `seq` still in the ring.
+    /// The oldest `seq` still in the server's ring (one more than the newest when it is empty):
+    /// a cursor below it has missed records.
     #[serde(default)]
     pub oldest_seq: u64,
 }
@@ -227,6 +232,8 @@ pub struct TenantView {
     pub weight: f64,
     /// Dominant share of all live capacity.
     pub dominant_share: f64,
+    /// Per pool where it holds resources: its dominant share of that pool's live capacity.
+    pub dominant_share_by_pool: BTreeMap<String, f64>,
     /// The share its weight earns among active tenants.
     pub entitlement: f64,
     /// `dominant_share - entitlement`.
@@ -261,6 +268,11 @@ pub struct ClassView {
     pub queued: Option<u64>,
     /// Age of the oldest waiting job, seconds.
     pub oldest_age_s: Option<f64>,
+    /// Per pool with live workers: its waiting jobs that some live worker of the pool could
+    /// run (a job that fits several pools counts in each).
+    pub queued_by_pool: BTreeMap<String, Backlog>,
+    /// Waiting jobs that no live worker can run.
+    pub unplaceable: u64,
     /// Predicted wait of a default-demand job, seconds (`None`: no capacity).
     pub predicted_start_s: Option<f64>,
     /// Deadline misses.
@@ -285,8 +297,31 @@ pub struct WorkerView {
     pub leases: u64,
     /// Some of those jobs.
     pub jobs: Vec<String>,
-    /// Time since its last lease request.
+    /// Time since it was last heard from (a lease request or a heartbeat).
     pub last_poll_ms: u64,
+    /// Capacity not held by its attempts (resources with none free are left out).
+    pub free: BTreeMap<String, f64>,
+    /// Whether it is live (heard from within the worker silence limit). A worker that is not
+    /// is listed while it holds leases, for instance ones recovered after a restart.
+    pub live: bool,
+    /// Whether it waits for work now.
+    pub polling: bool,
+}
+
+/// A class's reserve in one pool.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ReserveView {
+    /// The class.
+    pub class: String,
+    /// Capacity held for it.
+    pub reserved: BTreeMap<String, f64>,
+    /// Capacity its running attempts hold in the pool.
+    pub used: BTreeMap<String, f64>,
+    /// Reserved and not used: what lower bands may not take, except by borrowing it.
+    pub held: BTreeMap<String, f64>,
+    /// `used / reserved` by the dominant resource.
+    pub occupancy: f64,
 }
 
 /// A pool in the overview.
@@ -301,6 +336,14 @@ pub struct PoolView {
     pub capacity: BTreeMap<String, f64>,
     /// Held by running attempts.
     pub used: BTreeMap<String, f64>,
+    /// Its name as a metrics label (`undeclared` for a pool the policy does not declare).
+    pub label: String,
+    /// Held by running attempts, per class.
+    pub class_used: BTreeMap<String, BTreeMap<String, f64>>,
+    /// Reserves of the classes that have one.
+    pub reserves: Vec<ReserveView>,
+    /// Held now by attempts that borrowed capacity reserved for a higher band.
+    pub borrowed: BTreeMap<String, f64>,
 }
 
 /// Admission outcomes in one 10-second interval.
@@ -345,15 +388,15 @@ pub struct Overview {
     pub complete: bool,
     /// Tenants with jobs.
     pub tenants_with_jobs: u64,
-    /// Examined tenants above their entitlement.
+    /// Tenants with jobs above their entitlement.
     pub tenants_over: u64,
-    /// Examined tenants, furthest above their entitlement first.
+    /// Tenants with jobs, furthest above their entitlement first (at most 200).
     pub tenants: Vec<TenantView>,
     /// Classes.
     pub classes: Vec<ClassView>,
     /// Pools with live workers.
     pub pools: Vec<PoolView>,
-    /// Workers.
+    /// Workers the engine knows (live, or holding leases), by name (at most 200).
     pub workers: Vec<WorkerView>,
     /// How many workers there are.
     pub workers_total: u64,
@@ -361,4 +404,55 @@ pub struct Overview {
     pub decisions: Vec<Decision>,
     /// Admission outcomes per 10-second interval, oldest first.
     pub admissions: Vec<IntervalView>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The fields the census brought (per-pool backlog, unplaceable jobs, reserves held,
+    /// borrowing, worker state, waited time) are read under the server's names, and a reply of
+    /// an older server without them still parses, with defaults.
+    #[test]
+    fn overview_reads_the_census_fields_and_older_replies() {
+        let reply = r#"{
+          "generation": 7, "complete": true,
+          "tenants": [{"name": "acme", "dominant_share": 0.5,
+                       "dominant_share_by_pool": {"cpu": 1.0}}],
+          "classes": [{"name": "batch", "queued": 6, "unplaceable": 1,
+                       "queued_by_pool": {"cpu": {"queued": 4, "oldest_age_ms": 20},
+                                          "gpu": {"queued": 5, "oldest_age_ms": 30}}}],
+          "pools": [{"name": "cpu", "label": "cpu", "workers": 1, "borrowed": {"cpu": 1.0},
+                     "reserves": [{"class": "urgent", "reserved": {"cpu": 1.0},
+                                   "used": {}, "held": {"cpu": 1.0}, "occupancy": 0.0}]}],
+          "workers": [{"name": "w1", "pool": "cpu", "leases": 2, "live": false,
+                       "polling": false, "free": {"cpu": 2.0}}],
+          "decisions": [{"seq": 3, "at": "2026-11-30T12:00:00Z", "job_id": "j2",
+                         "tenant": "acme", "class": "batch", "borrowed": true,
+                         "waited_ms": 1500}]
+        }"#;
+        let o: Overview = serde_json::from_str(reply).unwrap();
+        assert_eq!(o.tenants[0].dominant_share_by_pool["cpu"], 1.0);
+        let batch = &o.classes[0];
+        assert_eq!(
+            (batch.unplaceable, batch.queued_by_pool["gpu"].queued),
+            (1, 5)
+        );
+        let cpu = &o.pools[0];
+        assert_eq!(cpu.borrowed["cpu"], 1.0);
+        assert_eq!(cpu.reserves[0].held["cpu"], 1.0);
+        let w1 = &o.workers[0];
+        assert_eq!((w1.live, w1.free["cpu"], w1.leases), (false, 2.0, 2));
+        assert_eq!((o.decisions[0].seq, o.decisions[0].waited_ms), (3, 1500));
+
+        let older = r#"{"generation": 1, "classes": [{"name": "batch", "queued": null}],
+                        "workers": [{"name": "w1", "last_poll_ms": 10}],
+                        "decisions": [{"seq": 1, "at": "2026-11-30T12:00:00Z",
+                                       "job_id": "j0", "tenant": "a", "class": "batch"}]}"#;
+        let o: Overview = serde_json::from_str(older).unwrap();
+        assert_eq!(o.classes[0].unplaceable, 0);
+        assert!(o.classes[0].queued_by_pool.is_empty());
+        assert!(!o.workers[0].live);
+        assert_eq!(o.decisions[0].waited_ms, 0);
+    }
 }
