@@ -24,7 +24,7 @@ use fairway_client::{Client, Error, JobOutcome, JobSpec, JobState, Worker, Worke
 use fairway_core::Event;
 use fairway_core::event::AttemptEnd;
 use fairway_store::postgres::testing::TestDb;
-use serve_support::{Served, TempDir, serve};
+use serve_support::{Served, TempDir, events_in, serve};
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
 use std::sync::{Arc, Mutex};
@@ -145,25 +145,6 @@ fn signal(served: &Served, name: &str) {
         .status()
         .expect("kill runs");
     assert!(status.success(), "kill -{name}");
-}
-
-/// Every event in the database, in LSN order: (LSN, term, event).
-fn events_in(db: &TestDb) -> Vec<(u64, u64, Event)> {
-    db.query("SELECT lsn, term, encode(record, 'hex') FROM fairway_events ORDER BY lsn")
-        .into_iter()
-        .map(|row| {
-            let lsn: u64 = row[0].as_deref().unwrap().parse().unwrap();
-            let term: u64 = row[1].as_deref().unwrap().parse().unwrap();
-            let hex = row[2].as_deref().unwrap();
-            let bytes: Vec<u8> = (0..hex.len())
-                .step_by(2)
-                .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
-                .collect();
-            let event = fairway_store::decode_event(&bytes)
-                .unwrap_or_else(|e| panic!("event at LSN {lsn}: {e}"));
-            (lsn, term, event)
-        })
-        .collect()
 }
 
 #[derive(Default)]

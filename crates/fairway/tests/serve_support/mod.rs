@@ -207,3 +207,24 @@ pub async fn post(
 pub async fn get(http: &reqwest::Client, url: String) -> Result<(u16, Value), reqwest::Error> {
     call(http, reqwest::Method::GET, url, None).await
 }
+
+/// Every event in a PostgreSQL test database, in LSN order: (LSN, term, event).
+pub fn events_in(
+    db: &fairway_store::postgres::testing::TestDb,
+) -> Vec<(u64, u64, fairway_core::Event)> {
+    db.query("SELECT lsn, term, encode(record, 'hex') FROM fairway_events ORDER BY lsn")
+        .into_iter()
+        .map(|row| {
+            let lsn: u64 = row[0].as_deref().unwrap().parse().unwrap();
+            let term: u64 = row[1].as_deref().unwrap().parse().unwrap();
+            let hex = row[2].as_deref().unwrap();
+            let bytes: Vec<u8> = (0..hex.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+                .collect();
+            let event = fairway_store::decode_event(&bytes)
+                .unwrap_or_else(|e| panic!("event at LSN {lsn}: {e}"));
+            (lsn, term, event)
+        })
+        .collect()
+}
