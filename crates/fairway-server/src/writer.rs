@@ -287,7 +287,12 @@ impl Clock {
             .duration_since(UNIX_EPOCH)
             .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
             .unwrap_or(0);
-        self.last = self.last.max(Time(wall));
+        self.observe(Time(wall))
+    }
+
+    /// A reading of some clock, made monotonic: the loop's turns never go back in time.
+    fn observe(&mut self, reading: Time) -> Time {
+        self.last = self.last.max(reading);
         self.last
     }
 }
@@ -334,6 +339,12 @@ pub struct Writer<S: EventStore> {
     /// When the last snapshot ended, and how long it took: the next one waits ten times that.
     last_snapshot: (Instant, Duration),
     last_sweep: Instant,
+    /// Whether a snapshot also waits ten times as long as the last one took (always, but in a
+    /// deterministic simulation, where only the event count may decide).
+    paced_snapshots: bool,
+    /// A turn failed (its commit, a term check or a snapshot): the engine may be ahead of the
+    /// store, so the writer applies nothing more; only a restart goes on.
+    stopped: bool,
     /// Counts what happens for the metrics, and answers observability queries.
     observer: Observer,
 }
@@ -426,8 +437,58 @@ impl<S: EventStore> Writer<S> {
             events_since_snapshot,
             last_snapshot: (Instant::now(), Duration::ZERO),
             last_sweep: Instant::now(),
+            paced_snapshots: true,
+            stopped: false,
             observer: Observer::new(),
         }
+    }
+
+    /// One turn at `now`, driven from outside instead of by [`Writer::run`]: the commands
+    /// are applied, the turn is committed and answered exactly as the loop does (the loop calls
+    /// the same code with the wall clock). `now` is made monotonic as the loop's clock is. For
+    /// the deterministic simulation (`crate::vopr`), which plays the clock and the clients.
+    ///
+    /// After a turn failed, nothing is applied any more: the commands are dropped unanswered
+    /// (their callers see the writer gone) and the error is returned again.
+    pub fn step(&mut self, now: Time, commands: Vec<Command>) -> Result<(), String> {
+        if self.stopped {
+            drop(commands);
+            return Err("the writer stopped after a failed turn".into());
+        }
+        let now = self.clock.observe(now);
+        self.turn(now, commands)
+    }
+
+    /// Snapshots pace on the event count alone, not on how long the last one took, so that a
+    /// driven writer ([`Writer::step`]) snapshots at the same turns on every run.
+    pub fn unpaced_snapshots(mut self) -> Writer<S> {
+        self.paced_snapshots = false;
+        self
+    }
+
+    /// A clean stop, as [`Writer::run`] ends on a shutdown: the parked long polls get empty
+    /// lists and the engine is snapshotted. Returns the store.
+    pub fn stop(mut self) -> Result<S, String> {
+        if self.stopped {
+            return Err("the writer stopped after a failed turn".into());
+        }
+        self.finish()?;
+        Ok(self.store)
+    }
+
+    /// The engine, for checks.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// The store, for checks and for injecting faults.
+    pub fn store_mut(&mut self) -> &mut S {
+        &mut self.store
+    }
+
+    /// Whether a turn failed and the writer stopped (see [`Writer::step`]).
+    pub fn is_stopped(&self) -> bool {
+        self.stopped
     }
 
     /// Runs turns until a shutdown is asked for (then finishes the turn, answers the parked
@@ -465,7 +526,8 @@ impl<S: EventStore> Writer<S> {
                     }
                 }
             }
-            self.turn(commands)?;
+            let now = self.clock.now();
+            self.turn(now, commands)?;
             if self.shared.deposed.load(Ordering::Acquire) {
                 // Another replica leads: whatever this one still holds is not to be answered.
                 warn!("deposed: answering 503 to everyone waiting and stopping");
@@ -491,9 +553,8 @@ impl<S: EventStore> Writer<S> {
         Duration::from_nanos(next.since(now).0).max(Duration::from_millis(1))
     }
 
-    /// One turn: apply, tick, schedule, commit, answer.
-    fn turn(&mut self, commands: Vec<Command>) -> Result<(), String> {
-        let now = self.clock.now();
+    /// One turn at `now`: apply, tick, schedule, commit, answer.
+    fn turn(&mut self, now: Time, commands: Vec<Command>) -> Result<(), String> {
         let mut out = Outbox::default();
         let n = commands.len();
         let metrics = &self.shared.metrics;
@@ -904,6 +965,7 @@ impl<S: EventStore> Writer<S> {
 
     /// The turn could not be made durable: nobody gets an answer but 503.
     fn fail(&mut self, out: Outbox) {
+        self.stopped = true;
         self.shared.ready.store(false, Ordering::Release);
         self.shared.failed.store(true, Ordering::Release);
         for pending in out.replies {
@@ -950,7 +1012,8 @@ impl<S: EventStore> Writer<S> {
             .snapshot_every_events
             .max(self.engine.live_jobs() as u64);
         let (ended, took) = self.last_snapshot;
-        self.events_since_snapshot >= every && ended.elapsed() >= took.saturating_mul(10)
+        self.events_since_snapshot >= every
+            && (!self.paced_snapshots || ended.elapsed() >= took.saturating_mul(10))
     }
 
     /// Snapshots the engine at the last committed LSN (the engine holds exactly the state

@@ -66,6 +66,33 @@ impl MemDisk {
     pub fn stored_event_count(&self) -> usize {
         self.lock().events.len()
     }
+
+    /// A new disk holding a copy of this one's records: faults injected into the copy leave
+    /// this disk as it is (the simulator damages copies to check recovery, then goes on).
+    pub fn deep_copy(&self) -> MemDisk {
+        let d = self.lock();
+        MemDisk {
+            inner: Arc::new(Mutex::new(Disk {
+                events: d.events.clone(),
+                snapshots: d.snapshots.clone(),
+                payloads: d.payloads.clone(),
+                last_commit: None,
+            })),
+        }
+    }
+
+    /// Test hook: cuts the stored frame of the event at `lsn` short, as a write torn by a
+    /// crash leaves a record in a log file: its header claims more bytes than there are.
+    /// Returns whether the record was there.
+    pub fn tear_event_frame(&self, lsn: Lsn) -> bool {
+        match self.lock().events.get_mut(&lsn) {
+            Some(frame) if frame.len() > 1 => {
+                frame.truncate(frame.len() / 2 + 1);
+                true
+            }
+            _ => false,
+        }
+    }
 }
 
 fn flip_middle_bit(frame: Option<&mut Vec<u8>>) -> bool {
