@@ -36,6 +36,7 @@ pub mod leader;
 pub mod metrics;
 pub mod observe;
 mod server;
+pub mod vopr;
 pub mod wire;
 pub mod writer;
 
