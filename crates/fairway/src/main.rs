@@ -13,6 +13,7 @@ mod observe_cmds;
 mod policy;
 mod serve;
 mod sim;
+mod vopr;
 mod worker;
 
 use clap::{Parser, Subcommand};
@@ -49,6 +50,8 @@ enum Command {
     /// Measure the engine (cost per dispatch decision, memory per queued job) and the server
     /// (peer scenarios end to end, memory, restart).
     Bench(bench::BenchArgs),
+    /// The deterministic simulation of the server loop with injected faults, over many seeds.
+    Vopr(vopr::VoprArgs),
 }
 
 fn main() -> ExitCode {
@@ -71,5 +74,6 @@ fn main() -> ExitCode {
         Command::Policy(args) => policy::run(args),
         Command::Worker(args) => worker::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Vopr(args) => vopr::run(args),
     }
 }
