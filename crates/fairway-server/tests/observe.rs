@@ -585,6 +585,9 @@ async fn fresh_overview(server: &TestServer, than: u64) -> Value {
     }
 }
 
+/// A sample's labels, as the prom parser takes them.
+type Labels = &'static [(&'static str, &'static str)];
+
 /// `/metrics`, parsed strictly, and its text.
 async fn scrape(server: &TestServer) -> (prom::Scrape, String) {
     let (code, body) = server.get("/metrics").await;
@@ -708,8 +711,8 @@ async fn pools_backlog_unplaceable_reserves_and_borrowing() {
     assert!(d["decisions"][0]["waited_ms"].as_u64().is_some(), "{d}");
 
     let (scrape, text) = scrape(&server).await;
-    let cpu_reserve: &[(&str, &str)] = &[("pool", "cpu"), ("class", "urgent"), ("resource", "cpu")];
-    let expected: [(&str, &[(&str, &str)], f64); 11] = [
+    let cpu_reserve: Labels = &[("pool", "cpu"), ("class", "urgent"), ("resource", "cpu")];
+    let expected: [(&str, Labels, f64); 11] = [
         (
             "fairway_pool_queued_jobs",
             &[("pool", "cpu"), ("class", "batch")],

@@ -377,8 +377,8 @@ fn tenants_panel(v: &OverviewReply) -> Markup {
         h2 { "Service versus entitlement" }
         p.note {
             "Dominant share of all live capacity held (bar) against the share the tenant's weight earns among active tenants (tick). "
-            @if !v.complete {
-                "Showing the " (v.tenants.len()) " of " (v.tenants_with_jobs) " tenants with jobs that hold the most or wait the most (the observation budget)."
+            @if (v.tenants.len() as u64) < v.tenants_with_jobs {
+                "Showing the " (v.tenants.len()) " of " (v.tenants_with_jobs) " tenants with jobs furthest above their entitlement."
             }
         }
         @if v.tenants.is_empty() {
@@ -422,9 +422,6 @@ fn classes_panel(v: &OverviewReply) -> Markup {
         .max(1e-9);
     html! {
         h2 { "Queue age by class" }
-        @if !v.complete {
-            p.note { "Per-class backlog is left out: more tenants have jobs than one observation may examine." }
-        }
         table {
             thead { tr {
                 th { "class" } th.num { "priority" } th.num { "reserve" } th.num { "queued" }
