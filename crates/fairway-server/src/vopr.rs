@@ -193,6 +193,8 @@ pub struct Report {
     pub worker_deaths: u64,
     /// Completions and heartbeats refused as stale.
     pub stale_refused: u64,
+    /// Committed events by kind (attempt ends by how they ended).
+    pub event_kinds: BTreeMap<String, u64>,
 }
 
 impl Report {
@@ -211,6 +213,9 @@ impl Report {
         self.clock_jumps += o.clock_jumps;
         self.worker_deaths += o.worker_deaths;
         self.stale_refused += o.stale_refused;
+        for (kind, n) in &o.event_kinds {
+            *self.event_kinds.entry(kind.clone()).or_default() += n;
+        }
     }
 
     /// One line of figures.
@@ -232,6 +237,13 @@ impl Report {
             self.clock_jumps,
             self.worker_deaths,
             self.stale_refused
+        ) + &format!(
+            "; events: {}",
+            self.event_kinds
+                .iter()
+                .map(|(k, n)| format!("{k} {n}"))
+                .collect::<Vec<_>>()
+                .join(", ")
         )
     }
 }
@@ -416,6 +428,7 @@ struct LogFacts {
     /// The latest epoch granted per job.
     epoch: BTreeMap<String, u64>,
     succeeded: u64,
+    kinds: BTreeMap<String, u64>,
 }
 
 struct Sim {
@@ -1385,6 +1398,15 @@ impl Sim {
         let log = self.log.lock().unwrap_or_else(|e| e.into_inner());
         let facts = &mut self.facts;
         for event in &log[facts.seen..] {
+            let kind = match event {
+                Event::AttemptEnded { end, .. } => format!("AttemptEnded({end:?})"),
+                other => format!("{other:?}")
+                    .split([' ', '{', '('])
+                    .next()
+                    .unwrap_or_default()
+                    .to_string(),
+            };
+            *facts.kinds.entry(kind).or_default() += 1;
             match event {
                 Event::LeaseGranted { job, epoch, .. } => {
                     facts.granted.insert((job.clone(), *epoch));
@@ -1483,9 +1505,25 @@ impl Sim {
                 return Err(diff("the store, recovered,", &live, &replayed));
             }
             self.checked_lsn = Some(disk_state);
+            // A job's payload is on the disk while it may still run, and gone once it ended.
+            let store = MemStore::open(self.disk.clone());
+            for job in self.acked.keys() {
+                let ended = engine.status(job).is_some_and(|s| s.state.is_terminal());
+                let stored = store
+                    .payload(job)
+                    .map_err(|e| format!("reading {job}'s payload: {e}"))?;
+                if stored.is_some() == ended {
+                    return Err(format!(
+                        "job {job} is {} but its payload is {}",
+                        if ended { "over" } else { "live" },
+                        if ended { "still stored" } else { "gone" }
+                    ));
+                }
+            }
         }
         self.committed_view = live;
         self.report.succeeded = self.facts.succeeded;
+        self.report.event_kinds = self.facts.kinds.clone();
         Ok(())
     }
 

@@ -2,7 +2,7 @@
 //!
 //! - `FAIRWAY_VOPR_SEED=<n>` runs that one seed (printing its timeline with
 //!   `FAIRWAY_VOPR_TRACE=1`), to replay a failure exactly;
-//! - `FAIRWAY_VOPR_SEEDS=<n>` runs `n` seeds (default 16) from `FAIRWAY_VOPR_FIRST_SEED`
+//! - `FAIRWAY_VOPR_SEEDS=<n>` runs `n` seeds (default 12) from `FAIRWAY_VOPR_FIRST_SEED`
 //!   (default 0), `FAIRWAY_VOPR_STEPS=<n>` steps each (default `vopr::DEFAULT_STEPS`); longer
 //!   runs: `fairway vopr --seeds N`.
 //!
@@ -40,7 +40,7 @@ fn random_seeds_pass() {
         Some(seed) => vec![seed],
         None => {
             let first = env("FAIRWAY_VOPR_FIRST_SEED").unwrap_or(0);
-            (first..first + env("FAIRWAY_VOPR_SEEDS").unwrap_or(16)).collect()
+            (first..first + env("FAIRWAY_VOPR_SEEDS").unwrap_or(12)).collect()
         }
     };
     let mut total = vopr::Report::default();
