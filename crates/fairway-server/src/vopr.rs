@@ -76,15 +76,22 @@ name = "t2"
 limit = { cpu = 4 }
 
 [[class]]
+name = "default"
+on_deadline = "drop"
+
+[[class]]
 name = "urgent"
 priority = 10
 reserve = 0.25
+max_age = "20s"
+overload = "defer"
 
 [[class]]
 name = "batch"
 max_attempts = 3
 backoff = "200ms"
 backoff_max = "1s"
+on_deadline = "downgrade"
 "#
     };
 }
@@ -866,10 +873,15 @@ impl Sim {
             said.push(format!("resubmit {}", ids.join(" ")));
             commands.push(self.submit(ids));
         }
-        let submits = self.rng.pick(&[0, 0, 0, 1, 1]);
+        // Now and then a burst, so that work queues up (deadlines and maximum ages bite).
+        let (submits, per) = if self.rng.chance(8) {
+            (1, 8)
+        } else {
+            (self.rng.pick(&[0, 0, 0, 1, 1]), self.rng.range(1, 2))
+        };
         for _ in 0..submits {
             let mut ids = Vec::new();
-            for _ in 0..self.rng.range(1, 2) {
+            for _ in 0..per {
                 if !self.specs.is_empty() && self.rng.chance(80) {
                     // An old id again (the same job): the first answer comes back.
                     let k = self.rng.below(self.specs.len() as u64) as usize;
@@ -968,7 +980,7 @@ impl Sim {
                     .plus(Dur::from_millis(self.rng.range(0, 3_000))),
             );
         }
-        let deadline_ms = self.rng.chance(100).then(|| self.rng.range(2_000, 30_000));
+        let deadline_ms = self.rng.chance(150).then(|| self.rng.range(1_000, 20_000));
         let blob = StoredJob::encode(&spec.demand, Some(format!("{{\"n\":{n}}}").as_bytes()));
         self.specs
             .insert(id.clone(), (spec, blob, deadline_ms.unwrap_or(0)));
