@@ -288,6 +288,19 @@ impl FromRequest<App> for RawBody {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &App) -> Result<Self, Self::Rejection> {
+        let max = state.limits().max_body_bytes;
+        // A declared length over the limit is refused at once, not after the upload (or the
+        // request timeout, for a client that never sends it).
+        let declared = req
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        if declared.is_some_and(|len| len > max as u64) {
+            return Err(ApiError::too_large(format!(
+                "the request body is larger than the limit of {max} bytes"
+            )));
+        }
         match Bytes::from_request(req, state).await {
             Ok(bytes) => Ok(RawBody(bytes)),
             Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
@@ -963,7 +976,97 @@ async fn guard(State(app): State<App>, req: Request, next: Next) -> Response {
 
 /// The OpenAPI document of every route.
 pub fn openapi() -> utoipa::openapi::OpenApi {
-    api_router().split_for_parts().1
+    let mut api = api_router().split_for_parts().1;
+    document_common_answers(&mut api);
+    api
+}
+
+/// Documents on every operation the answers any route can give besides its own (`docs/api.md`,
+/// "Routes"), found missing by API fuzzing: 429 `busy` and 503 on every route; 401 and 403 on
+/// the authenticated ones; 400, 413 and 422 wherever a body is read. Where an operation already
+/// documents one of these codes with a body of its own (a submission's `SubmitReply`), the
+/// plain error body is documented beside it: the request may be refused before it is read.
+/// Path parameters are at least one character long.
+fn document_common_answers(api: &mut utoipa::openapi::OpenApi) {
+    use utoipa::openapi::path::ParameterIn;
+    use utoipa::openapi::schema::{AnyOfBuilder, Schema};
+    use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
+    const ERROR_BODY: &str = "#/components/schemas/ErrorBody";
+    for (path, item) in api.paths.paths.iter_mut() {
+        let authenticated = path.starts_with("/v1/") && path != "/v1/leader";
+        let operations = [
+            &mut item.get,
+            &mut item.put,
+            &mut item.post,
+            &mut item.delete,
+        ];
+        for operation in operations.into_iter().flatten() {
+            let mut common = vec![
+                (
+                    "429",
+                    "busy: too many requests in flight or queued; see Retry-After",
+                ),
+                (
+                    "503",
+                    "not_ready (recovering) or unavailable (the outcome is unknown)",
+                ),
+            ];
+            if authenticated {
+                common.push(("401", "unauthorized: the token is missing or unknown"));
+                common.push(("403", "forbidden: the token's role may not use this route"));
+            }
+            if operation.request_body.is_some() {
+                common.push(("400", "malformed_json: the body is not JSON"));
+                common.push(("413", "too_large: the body is over the limit"));
+                common.push((
+                    "422",
+                    "invalid: a field is unknown, missing or has a bad value",
+                ));
+            }
+            // A path segment is never empty: an empty id makes the path another route's.
+            for parameter in operation.parameters.iter_mut().flatten() {
+                if let RefOr::T(parameter) = parameter
+                    && parameter.parameter_in == ParameterIn::Path
+                    && let Some(RefOr::T(Schema::Object(schema))) = &mut parameter.schema
+                {
+                    schema.min_length = Some(1);
+                }
+            }
+            let responses = &mut operation.responses.responses;
+            for (code, description) in common {
+                let Some(existing) = responses.get_mut(code) else {
+                    let answer = ResponseBuilder::new()
+                        .description(description)
+                        .content(
+                            "application/json",
+                            ContentBuilder::new()
+                                .schema(Some(Ref::new(ERROR_BODY)))
+                                .build(),
+                        )
+                        .build();
+                    responses.insert(code.to_string(), RefOr::T(answer));
+                    continue;
+                };
+                let RefOr::T(response) = existing else {
+                    continue;
+                };
+                for content in response.content.values_mut() {
+                    let RefOr::T(content) = content else { continue };
+                    let Some(RefOr::Ref(own)) = &content.schema else {
+                        continue;
+                    };
+                    if own.ref_location == ERROR_BODY {
+                        continue;
+                    }
+                    let either = AnyOfBuilder::new()
+                        .item(RefOr::Ref(own.clone()))
+                        .item(Ref::new(ERROR_BODY))
+                        .build();
+                    content.schema = Some(RefOr::T(Schema::AnyOf(either)));
+                }
+            }
+        }
+    }
 }
 
 fn api_router() -> OpenApiRouter<App> {
@@ -989,7 +1092,8 @@ fn api_router() -> OpenApiRouter<App> {
 
 /// The service: every route of API v1, `/openapi.json`, the JSON fallbacks and the bounds.
 pub fn router(app: App) -> axum::Router {
-    let (router, api) = api_router().split_for_parts();
+    let (router, mut api) = api_router().split_for_parts();
+    document_common_answers(&mut api);
     let spec: Arc<str> = api
         .to_pretty_json()
         .unwrap_or_else(|_| "{}".to_string())
