@@ -186,6 +186,8 @@ pub struct Report {
     pub succeeded: u64,
     /// Leases granted to the workers.
     pub leases: u64,
+    /// Of which leases of a gang's members.
+    pub gang_leases: u64,
     /// Commits that failed by injection.
     pub failed_commits: u64,
     /// Last commits torn.
@@ -213,6 +215,7 @@ impl Report {
         self.acked_jobs += o.acked_jobs;
         self.succeeded += o.succeeded;
         self.leases += o.leases;
+        self.gang_leases += o.gang_leases;
         self.failed_commits += o.failed_commits;
         self.torn += o.torn;
         self.crashes += o.crashes;
@@ -228,7 +231,7 @@ impl Report {
     /// One line of figures.
     pub fn summary(&self) -> String {
         format!(
-            "{} steps, {} commands, {} events, {} jobs acknowledged, {} succeeded, {} leases; \
+            "{} steps, {} commands, {} events, {} jobs acknowledged, {} succeeded, {} leases ({} of gangs); \
              faults: {} failed commits, {} torn commits, {} crashes before replies, {} clean \
              restarts, {} clock jumps, {} worker deaths; {} stale calls refused",
             self.steps,
@@ -237,6 +240,7 @@ impl Report {
             self.acked_jobs,
             self.succeeded,
             self.leases,
+            self.gang_leases,
             self.failed_commits,
             self.torn,
             self.crashes,
@@ -974,6 +978,11 @@ impl Sim {
         };
         spec.preemptible = self.rng.chance(500);
         spec.checkpointable = self.rng.chance(250);
+        if self.rng.chance(50) {
+            // A gang: both members start together, on one worker or on two, under one epoch.
+            // (Never elastic: an elastic gang of a limited tenant is engine finding F4.)
+            spec.gang = 2;
+        }
         if self.rng.chance(100) {
             spec.not_before = Some(
                 self.server_now()
@@ -1373,9 +1382,18 @@ impl Sim {
                 ));
             }
         }
+        // Only a gang's members share an epoch; no lease is granted under an epoch older than
+        // one a worker holds.
+        let gang = self
+            .specs
+            .get(&job)
+            .is_some_and(|(spec, _, _)| spec.gang > 1);
+        if gang {
+            self.report.gang_leases += 1;
+        }
         for w in &self.workers {
             if let Some(h) = w.held.get(&job)
-                && h.epoch >= g.epoch
+                && (h.epoch > g.epoch || (h.epoch == g.epoch && !gang))
             {
                 return Err(format!(
                     "lease {job}@{} granted to {} while {} holds epoch {}",
