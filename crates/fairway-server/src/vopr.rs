@@ -463,6 +463,10 @@ struct Sim {
     checked_lsn: Option<(Lsn, u64)>,
     snapshots: Arc<AtomicU64>,
     facts: LogFacts,
+    /// `facts` are being rebuilt after a tear: the events are in the timeline already.
+    rebuilding: bool,
+    /// `FAIRWAY_VOPR_TRACE` is set: the timeline is printed as it happens.
+    trace: bool,
     next_job: u64,
     specs: BTreeMap<String, (JobSpec, Vec<u8>, u64)>,
     /// Jobs acknowledged as accepted, and the final state an acknowledged answer gave.
@@ -537,6 +541,8 @@ impl Sim {
             checked_lsn: None,
             snapshots: Arc::new(AtomicU64::new(0)),
             facts: LogFacts::default(),
+            rebuilding: false,
+            trace: std::env::var_os("FAIRWAY_VOPR_TRACE").is_some(),
             next_job: 0,
             specs: BTreeMap::new(),
             acked: BTreeMap::new(),
@@ -566,7 +572,7 @@ impl Sim {
     }
 
     fn line(&mut self, text: String) {
-        if std::env::var_os("FAIRWAY_VOPR_TRACE").is_some() {
+        if self.trace {
             eprintln!("{text}");
         }
         self.timeline.push(text);
@@ -1427,7 +1433,14 @@ impl Sim {
     fn absorb_log(&mut self) {
         let log = self.log.lock().unwrap_or_else(|e| e.into_inner());
         let facts = &mut self.facts;
-        for event in &log[facts.seen..] {
+        for (i, event) in log.iter().enumerate().skip(facts.seen) {
+            if !self.rebuilding {
+                let line = format!("         LSN {:>5} {}", i + 1, brief(event));
+                if self.trace {
+                    eprintln!("{line}");
+                }
+                self.timeline.push(line);
+            }
             let kind = match event {
                 Event::AttemptEnded { end, .. } => format!("AttemptEnded({end:?})"),
                 other => format!("{other:?}")
@@ -1468,7 +1481,9 @@ impl Sim {
 
     fn rebuild_facts(&mut self) {
         self.facts = LogFacts::default();
+        self.rebuilding = true;
         self.absorb_log();
+        self.rebuilding = false;
     }
 
     /// The checkers, after a good turn.
@@ -1570,6 +1585,66 @@ impl Sim {
         self.kill_process();
         self.start_process()?;
         self.check()
+    }
+}
+
+/// An event in a few words, for the timeline.
+fn brief(event: &Event) -> String {
+    match event {
+        Event::PolicyPublished { version, .. } => format!("PolicyPublished v{version}"),
+        Event::JobAccepted {
+            spec,
+            deferred_until,
+            ..
+        } => format!(
+            "JobAccepted {} {}/{}{}{}",
+            spec.id,
+            spec.tenant,
+            spec.class.as_deref().unwrap_or("default"),
+            if spec.gang > 1 { " gang" } else { "" },
+            if deferred_until.is_some() {
+                " deferred"
+            } else {
+                ""
+            }
+        ),
+        Event::JobEligible { job, .. } => format!("JobEligible {job}"),
+        Event::JobDowngraded { job, .. } => format!("JobDowngraded {job}"),
+        Event::LeaseGranted {
+            job,
+            epoch,
+            placements,
+            expires,
+            ..
+        } => {
+            let on: Vec<String> = placements
+                .iter()
+                .map(|p| format!("{}x{}", p.worker, p.members))
+                .collect();
+            format!(
+                "LeaseGranted {job}@{epoch} on {} until {}",
+                on.join(" "),
+                ms(*expires)
+            )
+        }
+        Event::LeaseExtended {
+            job,
+            epoch,
+            expires,
+            ..
+        } => format!("LeaseExtended {job}@{epoch} until {}", ms(*expires)),
+        Event::StopRequested {
+            job, epoch, reason, ..
+        } => format!("StopRequested {job}@{epoch} {reason:?}"),
+        Event::AttemptEnded {
+            job,
+            epoch,
+            end,
+            after,
+            ..
+        } => format!("AttemptEnded {job}@{epoch} {end:?} then {after:?}"),
+        Event::JobCanceled { job, .. } => format!("JobCanceled {job}"),
+        Event::JobExpired { job, .. } => format!("JobExpired {job}"),
     }
 }
 
