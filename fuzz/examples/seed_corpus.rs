@@ -80,7 +80,11 @@ fn main() {
         write(&seeds.join("policy_toml"), &name, &text);
     }
     for (i, text) in engine_ops::POLICIES.iter().enumerate() {
-        write(&seeds.join("policy_toml"), &format!("engine_ops-{i}.toml"), text.as_bytes());
+        write(
+            &seeds.join("policy_toml"),
+            &format!("engine_ops-{i}.toml"),
+            text.as_bytes(),
+        );
     }
     write(
         &seeds.join("policy_toml"),
@@ -111,7 +115,11 @@ fn main() {
             out.push('\n');
         }
         let name = path.file_stem().unwrap().to_string_lossy().into_owned();
-        write(&seeds.join("swf"), &format!("{name}-head.swf"), out.as_bytes());
+        write(
+            &seeds.join("swf"),
+            &format!("{name}-head.swf"),
+            out.as_bytes(),
+        );
     }
 
     // engine_ops: random command sequences, keeping those that exercise the most kinds of
@@ -142,9 +150,17 @@ fn main() {
     // payloads for the sealed mode (mode byte 1), a snapshot frame and a blob frame.
     for (kind, event) in &by_kind {
         let frame = encode_event(event).unwrap();
-        write(&seeds.join("store_record"), &format!("event-{kind}"), &[&[0u8][..], &frame].concat());
+        write(
+            &seeds.join("store_record"),
+            &format!("event-{kind}"),
+            &[&[0u8][..], &frame].concat(),
+        );
         let payload = &frame[fairway_store::codec::FRAME_HEADER_LEN..];
-        assert_eq!(store_record::seal(payload), frame, "seal frames as the store does");
+        assert_eq!(
+            store_record::seal(payload),
+            frame,
+            "seal frames as the store does"
+        );
         write(
             &seeds.join("store_record"),
             &format!("payload-{kind}"),
@@ -153,9 +169,17 @@ fn main() {
     }
     let smallest = snapshots.iter().min_by_key(|s| s.len()).unwrap();
     let frame = encode_snapshot(smallest).unwrap();
-    write(&seeds.join("store_record"), "snapshot", &[&[0u8][..], &frame].concat());
+    write(
+        &seeds.join("store_record"),
+        "snapshot",
+        &[&[0u8][..], &frame].concat(),
+    );
     let frame = encode_blob(br#"{"msg": "hi"}"#).unwrap();
-    write(&seeds.join("store_record"), "blob", &[&[0u8][..], &frame].concat());
+    write(
+        &seeds.join("store_record"),
+        "blob",
+        &[&[0u8][..], &frame].concat(),
+    );
 
     // engine_restore: snapshots of a fresh engine and of the random runs above (small ones).
     let fresh = Engine::new(Time::ZERO, Policy::built_in(), EngineConfig::default());
@@ -163,7 +187,11 @@ fn main() {
     let mut sized: Vec<&Vec<u8>> = snapshots.iter().collect();
     sized.sort_by_key(|s| s.len());
     for (i, snapshot) in sized.iter().take(6).enumerate() {
-        write(&seeds.join("engine_restore"), &format!("run-{i:02}"), snapshot);
+        write(
+            &seeds.join("engine_restore"),
+            &format!("run-{i:02}"),
+            snapshot,
+        );
     }
     println!("seeds written under {}", seeds.display());
 }

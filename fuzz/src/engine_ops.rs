@@ -291,7 +291,12 @@ fn epoch_offset(u: &mut Unstructured) -> Result<i8> {
 }
 
 impl Command {
-    fn decode(u: &mut Unstructured, next_id: &mut u32, ids: &[String], now: Time) -> Result<Command> {
+    fn decode(
+        u: &mut Unstructured,
+        next_id: &mut u32,
+        ids: &[String],
+        now: Time,
+    ) -> Result<Command> {
         Ok(match u.int_in_range(0..=15u8)? {
             0..=2 => Command::Submit(Box::new(spec(u, next_id, ids, now)?)),
             3 => Command::Ready {
@@ -308,7 +313,11 @@ impl Command {
             7 => Command::Heartbeat {
                 pick: u.arbitrary::<u8>()? as usize,
                 epoch_offset: epoch_offset(u)?,
-                progress: if u.arbitrary()? { Some(millis(u)?) } else { None },
+                progress: if u.arbitrary()? {
+                    Some(millis(u)?)
+                } else {
+                    None
+                },
             },
             8 | 9 => Command::Finish {
                 pick: u.arbitrary::<u8>()? as usize,
@@ -319,8 +328,16 @@ impl Command {
                     3 => Outcome::Failed { retryable: false },
                     _ => Outcome::Stopped,
                 },
-                usage: if u.arbitrary()? { Some(millis(u)?) } else { None },
-                progress: if u.arbitrary()? { Some(millis(u)?) } else { None },
+                usage: if u.arbitrary()? {
+                    Some(millis(u)?)
+                } else {
+                    None
+                },
+                progress: if u.arbitrary()? {
+                    Some(millis(u)?)
+                } else {
+                    None
+                },
             },
             10 => Command::Cancel(u.arbitrary::<u8>()? as usize),
             11 => Command::Advance {
@@ -354,19 +371,24 @@ fn spec(u: &mut Unstructured, next_id: &mut u32, ids: &[String], now: Time) -> R
         spec.demand.insert("cpu".into(), cpu);
     }
     if u.int_in_range(0..=3u8)? == 0 {
-        spec.demand.insert("mem".into(), pick_of(u, &[1.0, 4.0, 16.0])?);
+        spec.demand
+            .insert("mem".into(), pick_of(u, &[1.0, 4.0, 16.0])?);
     }
     if u.int_in_range(0..=5u8)? == 0 {
         spec.demand.insert("gpu".into(), 1.0);
         spec.requires.insert("pool".into(), "gpu".into());
     }
     if u.int_in_range(0..=7u8)? == 0 {
-        spec.requires.insert("zone".into(), pick_of(u, &["a", "b"])?.into());
+        spec.requires
+            .insert("zone".into(), pick_of(u, &["a", "b"])?.into());
     }
     spec.estimate = if u.int_in_range(0..=3u8)? == 0 {
         None
     } else {
-        Some(Dur::from_millis(pick_of(u, &[1, 50, 500, 2_000, 10_000, 60_000])?))
+        Some(Dur::from_millis(pick_of(
+            u,
+            &[1, 50, 500, 2_000, 10_000, 60_000],
+        )?))
     };
     if u.int_in_range(0..=5u8)? == 0 {
         spec.deadline = Some(now.plus(millis(u)?));
@@ -381,8 +403,7 @@ fn spec(u: &mut Unstructured, next_id: &mut u32, ids: &[String], now: Time) -> R
     spec.checkpointable = u.int_in_range(0..=3u8)? == 0;
     if u.int_in_range(0..=7u8)? == 0 {
         spec.gang = u.int_in_range(2..=4)?;
-        let elastic = UNLIMITED.contains(&spec.tenant.as_str()) || crate::engine_ops::strict();
-        spec.gang_min = if u.arbitrary()? && elastic {
+        spec.gang_min = if u.arbitrary()? {
             Some(u.int_in_range(1..=spec.gang)?)
         } else {
             None
@@ -405,23 +426,6 @@ fn offer(worker: usize, kind: usize, max_jobs: u32) -> WorkerOffer {
     }
 }
 
-/// Whether the run may do what is known to break the engine's books, so that a failure it
-/// finds reproduces (docs/reliability.md lists these findings). Off by default, so that the
-/// fuzzer looks past them instead of finding them again on every run; `FAIRWAY_FUZZ_STRICT=1`
-/// turns it on. Each use below names its finding:
-///
-/// - F2: a worker comes back as another kind (smaller capacity) while it still holds leases;
-/// - F3: a tenant is over a limit that a policy published while its work ran has lowered (the
-///   audit error is let through when not strict);
-/// - F4: an elastic gang (`gang_min < gang`) of a tenant that has a limit in some policy.
-pub fn strict() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var_os("FAIRWAY_FUZZ_STRICT").is_some())
-}
-
-/// Tenants with a limit in none of [`POLICIES`].
-const UNLIMITED: [&str; 2] = ["t0", "org/a"];
-
 /// The engine under test and what the driver saw of it.
 struct Driver {
     engine: Engine,
@@ -437,8 +441,6 @@ struct Driver {
     /// The kind each worker last announced, and the jobs its leases hold.
     kinds: [usize; 6],
     holding: [BTreeSet<String>; 6],
-    /// A policy was published while attempts ran, and some of them still run.
-    published_under_load: bool,
     /// The steps so far, for failure messages.
     steps: Vec<String>,
 }
@@ -457,7 +459,6 @@ impl Driver {
             running: BTreeMap::new(),
             kinds: [0, 1, 2, 3, 4, 5],
             holding: Default::default(),
-            published_under_load: false,
             steps: Vec::new(),
         };
         driver.absorb();
@@ -502,9 +503,6 @@ impl Driver {
             }
             self.log.push(event);
         }
-        if self.running.is_empty() {
-            self.published_under_load = false;
-        }
     }
 
     fn pick_running(&self, pick: usize, offset: i8) -> Option<(String, u64)> {
@@ -543,7 +541,11 @@ impl Driver {
         } else {
             self.now
         };
-        let line = format!("@{}ms{} {command:?}", at.0 / 1_000_000, if late { " late" } else { "" });
+        let line = format!(
+            "@{}ms{} {command:?}",
+            at.0 / 1_000_000,
+            if late { " late" } else { "" }
+        );
         if crate::trace_enabled() {
             eprintln!("engine_ops {:>3} {line}", self.steps.len());
         }
@@ -561,13 +563,16 @@ impl Driver {
                 max_jobs,
                 kind,
             } => {
-                if let Some(kind) = kind
-                    && (self.holding[worker].is_empty() || strict())
+                // Another kind of worker under the same name: the engine accepts a new capacity
+                // (F2) and refuses a new pool while the worker holds leases.
+                let kind = kind.unwrap_or(self.kinds[worker]);
+                if self
+                    .engine
+                    .worker_ready(at, &offer(worker, kind, max_jobs))
+                    .is_ok()
                 {
                     self.kinds[worker] = kind;
                 }
-                let offer = offer(worker, self.kinds[worker], max_jobs);
-                let _ = self.engine.worker_ready(at, &offer);
             }
             Command::Withdraw(w) => self.engine.worker_withdraw(WORKERS[w]),
             Command::Schedule => {
@@ -600,7 +605,9 @@ impl Driver {
             } => {
                 if let Some((job, epoch)) = self.pick_running(pick, epoch_offset) {
                     let before = (epoch_offset != 0).then(|| self.engine.durable_view());
-                    let result = self.engine.finish(at, &job, epoch, outcome, usage, progress);
+                    let result = self
+                        .engine
+                        .finish(at, &job, epoch, outcome, usage, progress);
                     if let Some(before) = before {
                         assert!(
                             result.is_err(),
@@ -627,16 +634,13 @@ impl Driver {
             }
             Command::ObeyStops => {
                 for stop in self.engine.poll_stops() {
-                    let _ = self
-                        .engine
-                        .finish(at, &stop.job, stop.epoch, Outcome::Stopped, None, None);
+                    let _ =
+                        self.engine
+                            .finish(at, &stop.job, stop.epoch, Outcome::Stopped, None, None);
                 }
             }
             Command::Publish(p) => {
                 let result = self.engine.publish(at, POLICIES[p]);
-                if result.is_ok() && !self.running.is_empty() {
-                    self.published_under_load = true;
-                }
                 assert_eq!(
                     result.is_ok(),
                     p != POLICIES.len() - 1,
@@ -668,10 +672,11 @@ impl Driver {
         }
         self.absorb();
         if let Err(e) = self.engine.audit() {
-            if !strict() && self.published_under_load && e.contains("exceeds its limit") {
-                return;
-            }
-            panic!("audit failed after step {}: {e}\n{}", self.steps.len() - 1, self.timeline());
+            panic!(
+                "audit failed after step {}: {e}\n{}",
+                self.steps.len() - 1,
+                self.timeline()
+            );
         }
     }
 
@@ -682,11 +687,17 @@ impl Driver {
         let (how, engine) = if from_snapshot {
             let snapshot = self.engine.snapshot();
             let engine = Engine::restore(&snapshot, self.config.clone()).unwrap_or_else(|e| {
-                panic!("the live engine's snapshot does not restore: {e}\n{}", self.timeline())
+                panic!(
+                    "the live engine's snapshot does not restore: {e}\n{}",
+                    self.timeline()
+                )
             });
             ("restore(snapshot)", engine)
         } else {
-            ("replay(log)", Engine::replay(&self.log, self.config.clone()))
+            (
+                "replay(log)",
+                Engine::replay(&self.log, self.config.clone()),
+            )
         };
         let recovered = engine.durable_view();
         if recovered != live {
@@ -710,6 +721,9 @@ pub fn run_to_end(data: &[u8]) -> Option<(Vec<Event>, Engine)> {
     let mut u = Unstructured::new(data);
     let config = config(&mut u).ok()?;
     let policy = u.choose_index(POLICIES.len() - 1).ok()?;
+    if crate::trace_enabled() {
+        eprintln!("engine_ops start: policy {policy}, {config:?}");
+    }
     let mut driver = Driver::new(config, policy);
     while !u.is_empty() && driver.steps.len() < MAX_STEPS {
         let Ok(late) = u.int_in_range(0..=15u8).map(|b| b == 0) else {

@@ -32,6 +32,8 @@ pub fn run(data: &[u8]) {
     let file = PolicyFile::parse(&text).expect("a policy that validates parses");
     let rendered = render_sections(&file.policy, &file.pool, &file.tenant, &file.class);
     if let Err(errors) = Policy::from_text(&rendered) {
-        panic!("re-rendered policy sections do not validate: {errors:?}\n--- rendered:\n{rendered}");
+        panic!(
+            "re-rendered policy sections do not validate: {errors:?}\n--- rendered:\n{rendered}"
+        );
     }
 }

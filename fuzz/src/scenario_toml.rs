@@ -10,8 +10,8 @@
 //! jobs), and so is a `[trace] swf` path that names something other than a missing path or a
 //! regular file of at most [`MAX_TRACE_BYTES`] bytes (`/dev/zero` or a FIFO would never end).
 
-use fairway_sim::{Overrides, Scenario};
 use fairway_core::Policy;
+use fairway_sim::{Overrides, Scenario};
 
 /// The most jobs an input's streams may ask for before it is skipped.
 pub const MAX_JOBS: i64 = 10_000;

@@ -35,10 +35,7 @@ pub fn seal(payload: &[u8]) -> Vec<u8> {
 /// Checks the round trip of a frame that decoded: `reencoded` is its re-encoding, `again` the
 /// re-encoding of what `reencoded` decodes to.
 fn check_round_trip(what: &str, frame: &[u8], reencoded: &[u8], again: &[u8]) {
-    assert_eq!(
-        again, reencoded,
-        "{what}: re-encoding is not a fixed point"
-    );
+    assert_eq!(again, reencoded, "{what}: re-encoding is not a fixed point");
     if reencoded != frame {
         // Only overlong varints may differ, and they only ever make the input longer.
         assert!(
@@ -76,6 +73,9 @@ pub fn run(data: &[u8]) {
     }
     if let Ok(bytes) = decode_blob(frame) {
         let reencoded = encode_blob(&bytes).expect("a decoded blob encodes");
-        assert_eq!(reencoded, frame, "a blob does not re-encode to the same frame");
+        assert_eq!(
+            reencoded, frame,
+            "a blob does not re-encode to the same frame"
+        );
     }
 }

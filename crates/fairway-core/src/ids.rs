@@ -43,7 +43,7 @@ index!(
 
 /// A short list kept inline (no heap allocation): a node's ancestors or a tenant's chain of
 /// parents, whose length the tenant tree's depth bounds.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy)]
 pub struct Chain<T: Copy + Default, const N: usize> {
     len: u8,
     items: [T; N],
@@ -80,6 +80,20 @@ impl<T: Copy + Default, const N: usize> Chain<T, N> {
         T: PartialEq,
     {
         self.as_slice().contains(item)
+    }
+}
+
+impl<T: Copy + Default, const N: usize> std::ops::Deref for Chain<T, N> {
+    type Target = [T];
+
+    fn deref(&self) -> &[T] {
+        self.as_slice()
+    }
+}
+
+impl<T: Copy + Default + std::fmt::Debug, const N: usize> std::fmt::Debug for Chain<T, N> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.as_slice()).finish()
     }
 }
 

@@ -162,6 +162,55 @@ impl Amounts {
     }
 }
 
+/// A cap on some resources: those it names are capped at their amounts (zero included); the
+/// others are not limited. A tenant's `limit = { cpu = 24 }` caps CPU and leaves GPUs alone.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Limit {
+    amounts: ResVec,
+    /// Bit `i` set: resource `i` is capped.
+    named: u64,
+}
+
+impl Limit {
+    /// Caps resource `id` at `amount`.
+    pub fn set(&mut self, id: ResourceId, amount: u64) {
+        self.amounts.set(id, amount);
+        self.named |= 1u64 << id.0;
+    }
+
+    /// Whether `usage` plus `times` copies of `extra` stays within the cap.
+    pub fn admits(&self, usage: &ResVec, extra: &ResVec, times: u64) -> bool {
+        self.capped().all(|(id, cap)| {
+            usage
+                .get(id)
+                .saturating_add(extra.get(id).saturating_mul(times))
+                <= cap
+        })
+    }
+
+    /// How many copies of `demand` fit on top of `usage` under the cap (`u64::MAX` when it caps
+    /// nothing `demand` asks for; zero when `usage` is already over it).
+    pub fn copies_within(&self, usage: &ResVec, demand: &ResVec) -> u64 {
+        let mut copies = u64::MAX;
+        for (id, cap) in self.capped() {
+            let Some(left) = cap.checked_sub(usage.get(id)) else {
+                return 0;
+            };
+            if let Some(fit) = left.checked_div(demand.get(id)) {
+                copies = copies.min(fit);
+            }
+        }
+        copies
+    }
+
+    /// The capped resources and their caps.
+    pub fn capped(&self) -> impl Iterator<Item = (ResourceId, u64)> + '_ {
+        (0..MAX_RESOURCES as u16)
+            .filter(|i| self.named & (1u64 << i) != 0)
+            .map(|i| (ResourceId(i), self.amounts.get(ResourceId(i))))
+    }
+}
+
 /// A vector of amounts indexed by [`ResourceId`]; missing entries are zero. The stored form is
 /// canonical (no trailing zeros) so that equal vectors compare and hash equal. Up to four
 /// resources are stored inline, so that the engine's arithmetic on them does not allocate.

@@ -278,6 +278,9 @@ pub struct Worker {
     pub capacity: ResVec,
     /// Demand of the attempts it runs.
     pub used: ResVec,
+    /// What it ran when it came back with less capacity than that: it keeps running it and
+    /// starts nothing until back within its capacity. `None` when it fit then.
+    pub shrink_grace: Option<ResVec>,
     /// Jobs it runs (attempts holding capacity on it).
     pub jobs: BTreeSet<JobIdx>,
     /// Whether it is waiting for work now.

@@ -127,10 +127,10 @@ impl Engine {
                     w.name, w.used, used
                 ));
             }
-            if w.group.is_some() && !w.used.fits_in(&w.capacity) {
+            if w.group.is_some() && !within(&w.used, &w.capacity, w.shrink_grace.as_ref()) {
                 return Err(format!(
-                    "worker {} over-allocated: {:?} of {:?}",
-                    w.name, w.used, w.capacity
+                    "worker {} over-allocated: {:?} of {:?} (grace {:?})",
+                    w.name, w.used, w.capacity, w.shrink_grace
                 ));
             }
         }
@@ -153,8 +153,11 @@ impl Engine {
                     t.name, t.alloc, alloc
                 ));
             }
+            // Over its limit only by what it held when a publish lowered the limit.
             if let Some(limit) = &t.limit
-                && !t.alloc.fits_in(limit)
+                && !limit
+                    .capped()
+                    .all(|(id, cap)| t.alloc.get(id) <= cap.max(grace_of(&t.limit_grace, id)))
             {
                 return Err(format!(
                     "tenant {} exceeds its limit: {:?} > {:?}",
@@ -242,4 +245,15 @@ impl Engine {
         }
         owed.into_iter().collect()
     }
+}
+
+/// Whether `used` fits in `capacity`, or, resource by resource, in what `grace` lets it keep.
+fn within(used: &ResVec, capacity: &ResVec, grace: Option<&ResVec>) -> bool {
+    used.iter()
+        .all(|(id, a)| a <= capacity.get(id).max(grace.map_or(0, |g| g.get(id))))
+}
+
+/// The amount of resource `id` that `grace` lets a tenant keep.
+fn grace_of(grace: &Option<ResVec>, id: crate::resources::ResourceId) -> u64 {
+    grace.as_ref().map_or(0, |g| g.get(id))
 }

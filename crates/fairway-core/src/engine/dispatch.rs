@@ -4,7 +4,7 @@ use super::Engine;
 use super::state::{DecisionRecord, NodeKind, TreeShape};
 use crate::config::{Backfill, PolicyName};
 use crate::event::{Event, Placement, StopReason};
-use crate::ids::{GroupId, JobIdx, NodeIdx, ShapeId, WorkerIdx};
+use crate::ids::{GroupId, JobIdx, NodeIdx, ShapeId, TenantIdx, WorkerIdx};
 use crate::job::{JobState, Lease};
 use crate::policy::check_name;
 use crate::resources::{ResVec, SHARE_SCALE};
@@ -87,6 +87,18 @@ impl Engine {
                 self.new_worker(&offer.worker, &offer.pool)
             }
         };
+        let worker = &self.workers[w.ix()];
+        if !worker.jobs.is_empty() && worker.pool != offer.pool {
+            // Its attempts hold capacity in the pool they were placed in: moving the worker
+            // would move their books too. It may rejoin elsewhere once they end or expire.
+            return Err(format!(
+                "worker {:?} holds {} lease(s) in pool {:?}: it cannot join pool {:?} until they end or expire",
+                offer.worker,
+                worker.jobs.len(),
+                worker.pool,
+                offer.pool
+            ));
+        }
         let group = self
             .groups
             .group_for(&offer.pool, &offer.labels, &capacity)
@@ -140,6 +152,7 @@ impl Engine {
             group: None,
             capacity: ResVec::default(),
             used: ResVec::default(),
+            shrink_grace: None,
             jobs: BTreeSet::new(),
             polling: false,
             max_jobs_left: 0,
@@ -179,6 +192,9 @@ impl Engine {
         worker.group = Some(g);
         worker.pool = pool.to_string();
         worker.capacity = capacity.clone();
+        // Back with less capacity than its running attempts hold (fuzz finding F2): they go
+        // on; free capacity is zero until enough of them end.
+        worker.shrink_grace = (!worker.used.fits_in(&capacity)).then(|| worker.used.clone());
         let p = self.pools.entry(pool.to_string()).or_default();
         p.capacity.add(&capacity);
         p.live_workers += 1;
@@ -535,7 +551,9 @@ impl Engine {
             vec![(best, 1)]
         } else {
             room.sort_by_key(|(w, c)| (std::cmp::Reverse(*c), *w));
-            let mut left = shape.gang as u64;
+            // An elastic gang grows only as far as its tenants' limits allow (fuzz finding F4).
+            let wanted = self.members_within_limits(job.tenant, &shape.demand, shape.gang);
+            let mut left = wanted;
             let mut out = Vec::new();
             for (w, c) in room {
                 if left == 0 {
@@ -545,7 +563,7 @@ impl Engine {
                 out.push((w, take as u32));
                 left -= take;
             }
-            let placed = shape.gang as u64 - left;
+            let placed = wanted - left;
             if placed < shape.gang_min as u64 {
                 return None;
             }
@@ -562,6 +580,15 @@ impl Engine {
             }
         }
         Some((placements, borrowed))
+    }
+
+    /// The most members of a gang of `gang` with `demand` each (at most `gang`) that tenant `t`
+    /// and its ancestors have room for under their limits.
+    fn members_within_limits(&self, t: TenantIdx, demand: &ResVec, gang: u32) -> u64 {
+        self.tenant_chain(t)
+            .into_iter()
+            .map(|c| self.tenants[c.ix()].room_for(demand))
+            .fold(gang as u64, u64::min)
     }
 
     /// The attempts running on worker `w` with the instant each is expected to end. An attempt

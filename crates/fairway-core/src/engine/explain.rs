@@ -5,6 +5,7 @@ use super::state::{DecisionRecord, Ledger, NodeKind};
 use crate::config::PolicyName;
 use crate::ids::{GroupId, JobIdx, NodeIdx, TenantIdx};
 use crate::job::JobState;
+use crate::resources::amount_to_f64;
 use crate::time::Time;
 use std::collections::BTreeMap;
 
@@ -275,13 +276,8 @@ impl Engine {
     }
 
     fn tenant_room(&self, t: TenantIdx, s: crate::ids::ShapeId) -> bool {
-        let tenant = &self.tenants[t.ix()];
         let shape = self.shapes.get(s);
-        tenant.limit.as_ref().is_none_or(|limit| {
-            let mut after = tenant.alloc.clone();
-            after.add_times(&shape.demand, shape.gang_min as u64);
-            after.fits_in(limit)
-        })
+        self.tenants[t.ix()].has_room(&shape.demand, shape.gang_min as u64)
     }
 
     /// Tenants whose keys come before the one holding `leaf` at the top of the tree.
@@ -372,7 +368,11 @@ impl Engine {
             limit: tenant
                 .limit
                 .as_ref()
-                .map(|l| self.resources.named(l))
+                .map(|l| {
+                    l.capped()
+                        .map(|(id, a)| (self.resources.name(id).to_string(), amount_to_f64(a)))
+                        .collect()
+                })
                 .unwrap_or_default(),
             usage: self.resources.named(&tenant.alloc),
             dominant_share: tenant

@@ -37,11 +37,14 @@ use crate::hash::FxHashMap;
 use crate::ids::{CHAIN_MAX, Chain, GroupId, JobIdx, NodeIdx, ShapeId, TenantIdx, WorkerIdx};
 use crate::job::{JobState, JobStatus};
 use crate::policy::{DEFAULT_CLASS, Policy};
-use crate::resources::{ResVec, ResourceTable};
+use crate::queue::OrderKey;
+use crate::resources::{Limit, ResVec, ResourceTable};
 use crate::shape::{GroupTable, ShapeTable, Worker};
 use crate::time::{Dur, Time};
 use crate::weight::Weight;
-use state::{Class, Finished, Gps, Job, Node, NodeKind, Pool, Tenant, TreeShape, tree_shape};
+use state::{
+    Class, Finished, Gps, Job, Node, NodeKind, OrderParams, Pool, Tenant, TreeShape, tree_shape,
+};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// Limits and switches of one engine instance (not part of the policy).
@@ -405,6 +408,7 @@ impl Engine {
             weight: Weight::ONE,
             guarantee: ResVec::default(),
             limit: None,
+            limit_grace: None,
             classes: None,
             alloc: ResVec::default(),
             node: None,
@@ -449,7 +453,7 @@ impl Engine {
                 }
             }
             if !d.limit.is_empty() {
-                let mut l = ResVec::default();
+                let mut l = Limit::default();
                 for (r, a) in &d.limit {
                     if let Some(id) = self.resources.intern(r) {
                         l.set(id, *a);
@@ -540,6 +544,12 @@ impl Engine {
     /// Installs a validated policy (from a `PolicyPublished` event).
     pub(crate) fn install_policy(&mut self, at: Time, version: u64, policy: Policy) {
         let old_kind = (self.version > 0).then_some(self.policy.name);
+        // What each existing class's queued jobs were ordered and timed by.
+        let old_order: Vec<OrderParams> = self
+            .classes
+            .iter()
+            .map(|c| OrderParams::of(&c.policy))
+            .collect();
         // Classes keep their index by name; new classes are appended.
         for c in &policy.classes {
             match self.class_by_name.get(&c.name) {
@@ -581,7 +591,68 @@ impl Engine {
                     b.weight = self.classes[c as usize].policy.weight;
                 }
             }
+            self.rekey_queued_of_changed_classes(&old_order);
             self.rekey_all();
+        }
+        self.grant_limit_grace();
+    }
+
+    /// Re-keys the queued jobs of classes whose ordering parameters a publish changed, so that
+    /// their order, aging cap timer and deadline watch follow the new policy, exactly as a
+    /// restore from a snapshot taken now would have them (fuzz findings F6, F7: timers armed
+    /// under the old parameters were left behind and fired for jobs no longer queued).
+    fn rekey_queued_of_changed_classes(&mut self, old: &[OrderParams]) {
+        let changed: Vec<bool> = old
+            .iter()
+            .zip(&self.classes)
+            .map(|(o, c)| *o != OrderParams::of(&c.policy))
+            .collect();
+        if !changed.contains(&true) {
+            return;
+        }
+        let queued: Vec<JobIdx> = (0..self.jobs.len())
+            .map(|i| JobIdx(i as u32))
+            .filter(|&j| {
+                self.jobs[j.ix()].as_ref().is_some_and(|job| {
+                    job.state == JobState::Queued
+                        && changed.get(job.class as usize).copied().unwrap_or(false)
+                })
+            })
+            .collect();
+        for j in queued {
+            let job = self.job(j);
+            let was = &old[job.class as usize];
+            let cap_at = match job.order {
+                OrderKey::Ramp(_) => was.cap_at(job.enqueued),
+                _ => None,
+            };
+            let latest_start = job.latest_start();
+            let watched = was.watches_deadline(job.downgraded);
+            if let Some(at) = cap_at {
+                self.caps.remove(&(at, j));
+            }
+            if let (true, Some(at)) = (watched, latest_start) {
+                self.deadlines.remove(&(at, j));
+            }
+            self.dequeue_trial(j);
+            self.enqueue_trial(j);
+            let job = self.job(j);
+            let now = OrderParams::of(&self.classes[job.class as usize].policy);
+            if let (true, Some(at)) = (now.watches_deadline(job.downgraded), latest_start) {
+                self.deadlines.insert((at, j));
+            }
+        }
+    }
+
+    /// After a publish, a tenant already holding more than its new limit allows keeps what it
+    /// holds (nothing is preempted for a limit) and starts nothing until it is back within it.
+    pub(crate) fn grant_limit_grace(&mut self) {
+        for t in self.tenants.iter_mut() {
+            let over = t
+                .limit
+                .as_ref()
+                .is_some_and(|l| !l.admits(&t.alloc, &ResVec::default(), 0));
+            t.limit_grace = over.then(|| t.alloc.clone());
         }
     }
 

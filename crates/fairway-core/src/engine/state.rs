@@ -1,12 +1,12 @@
 //! The engine's records: jobs, attempts, tenants, classes, pools and tree nodes.
 
-use crate::config::PolicyName;
+use crate::config::{DeadlinePolicy, PolicyName};
 use crate::event::StopReason;
 use crate::ids::{GroupId, NodeIdx, ShapeId, TenantIdx, WorkerIdx};
 use crate::job::JobState;
 use crate::policy::ClassPolicy;
 use crate::queue::{OrderKey, SubQueue};
-use crate::resources::ResVec;
+use crate::resources::{Limit, ResVec};
 use crate::time::{Dur, Time};
 use crate::weight::Weight;
 use std::collections::{BTreeMap, BTreeSet};
@@ -60,6 +60,49 @@ impl Job {
     #[inline]
     pub fn cost(&self) -> u128 {
         self.cost_wns as u128 * COST_UNITS_PER_WNS
+    }
+
+    /// The latest start that still meets its deadline (the deadline less the estimated
+    /// remaining work); `None` without a deadline.
+    pub fn latest_start(&self) -> Option<Time> {
+        (self.deadline != Time::MAX)
+            .then(|| self.deadline.minus(self.estimate.minus(self.progress)))
+    }
+}
+
+/// What of a class's policy decides its queued jobs' order and timers: when these change, a
+/// publish re-keys the class's queued jobs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct OrderParams {
+    pub priority: i32,
+    pub aging_step: Option<Dur>,
+    pub aging_cap: Option<u32>,
+    pub on_deadline: DeadlinePolicy,
+}
+
+impl OrderParams {
+    pub fn of(class: &ClassPolicy) -> OrderParams {
+        OrderParams {
+            priority: class.priority,
+            aging_step: class.aging_step,
+            aging_cap: class.aging_cap,
+            on_deadline: class.on_deadline,
+        }
+    }
+
+    /// When a job that entered its queue at `enqueued` reaches the aging cap, if it has one.
+    pub fn cap_at(&self, enqueued: Time) -> Option<Time> {
+        let (step, cap) = (self.aging_step?, self.aging_cap?);
+        Some(Time(
+            enqueued
+                .0
+                .saturating_add((cap as u64).saturating_mul(step.0)),
+        ))
+    }
+
+    /// Whether a queued job with a deadline is watched for missing it.
+    pub fn watches_deadline(&self, downgraded: bool) -> bool {
+        self.on_deadline != DeadlinePolicy::RunLate && !downgraded
     }
 }
 
@@ -134,7 +177,10 @@ pub(crate) struct Tenant {
     pub declared: bool,
     pub weight: Weight,
     pub guarantee: ResVec,
-    pub limit: Option<ResVec>,
+    pub limit: Option<Limit>,
+    /// What it held when a publish lowered its limit below that (it keeps it, starting
+    /// nothing, until back within the limit); `None` when within its limit then.
+    pub limit_grace: Option<ResVec>,
     /// Classes permitted (by index); `None` means all.
     pub classes: Option<BTreeSet<u16>>,
     /// Demand of running attempts of this tenant and its descendants.
@@ -159,6 +205,22 @@ pub(crate) struct Tenant {
     pub estimators: BTreeMap<u16, Estimator>,
     /// Admission outcomes: accepted, deferred, rejected.
     pub admitted: [u64; 3],
+}
+
+impl Tenant {
+    /// Whether its limit (if any) leaves room for `times` copies of `demand` more.
+    pub fn has_room(&self, demand: &ResVec, times: u64) -> bool {
+        self.limit
+            .as_ref()
+            .is_none_or(|limit| limit.admits(&self.alloc, demand, times))
+    }
+
+    /// How many copies of `demand` more its limit leaves room for (`u64::MAX` without one).
+    pub fn room_for(&self, demand: &ResVec) -> u64 {
+        self.limit
+            .as_ref()
+            .map_or(u64::MAX, |limit| limit.copies_within(&self.alloc, demand))
+    }
 }
 
 /// A class at run time.

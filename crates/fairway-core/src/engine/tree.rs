@@ -8,9 +8,9 @@
 //! Idle tenants and empty queues are in no index, so they cost nothing.
 
 use super::Engine;
-use super::state::{Drr, NodeKey, NodeKind, TreeShape};
+use super::state::{Drr, NodeKey, NodeKind, OrderParams, TreeShape};
 use crate::config::{Backfill, PolicyName};
-use crate::ids::{GroupId, JobIdx, NodeIdx, ShapeId};
+use crate::ids::{CHAIN_MAX, Chain, GroupId, JobIdx, NodeIdx, ShapeId};
 use crate::job::JobState;
 use crate::queue::{HeadKey, OrderKey};
 use crate::resources::SHARE_SCALE;
@@ -71,15 +71,11 @@ impl Engine {
     fn restored_order_key(&mut self, j: JobIdx) -> OrderKey {
         let job = self.job(j);
         let key = job.order;
-        if let OrderKey::Ramp(_) = key {
-            let class = &self.classes[job.class as usize].policy;
-            if let (Some(step), Some(cap)) = (class.aging_step, class.aging_cap) {
-                let cap_at = job
-                    .enqueued
-                    .0
-                    .saturating_add((cap as u64).saturating_mul(step.0));
-                self.caps.insert((Time(cap_at), j));
-            }
+        if let OrderKey::Ramp(_) = key
+            && let Some(cap_at) =
+                OrderParams::of(&self.classes[job.class as usize].policy).cap_at(job.enqueued)
+        {
+            self.caps.insert((cap_at, j));
         }
         key
     }
@@ -138,20 +134,18 @@ impl Engine {
         b.queued_cost += cost;
         b.queued_jobs += 1;
         self.classes[class as usize].queued += 1;
-        let deadline = self.job(j).deadline;
-        if deadline != Time::MAX
-            && self.classes[class as usize].policy.on_deadline
-                != crate::config::DeadlinePolicy::RunLate
-            && !self.job(j).downgraded
+        let job = self.job(j);
+        if let Some(latest_start) = job.latest_start()
+            && OrderParams::of(&self.classes[class as usize].policy)
+                .watches_deadline(job.downgraded)
         {
-            let latest_start = deadline.minus(self.job(j).estimate.minus(self.job(j).progress));
             self.deadlines.insert((latest_start, j));
         }
     }
 
     /// Takes job `j` out of its leaf queue (a `trial` removal only for the rest of a pass).
     pub(crate) fn dequeue_inner(&mut self, j: JobIdx, trial: bool) {
-        let (leaf, shape, key, seq, class, cost, deadline, estimate, progress) = {
+        let (leaf, shape, key, seq, class, cost, latest_start) = {
             let job = self.job(j);
             assert_eq!(
                 job.state,
@@ -165,9 +159,7 @@ impl Engine {
                 job.seq,
                 job.class,
                 job.cost(),
-                job.deadline,
-                job.estimate,
-                job.progress,
+                job.latest_start(),
             )
         };
         let queue = self.nodes[leaf.ix()].leaf.as_mut().expect("leaf");
@@ -187,20 +179,17 @@ impl Engine {
         }
         self.nodes[0].queued -= 1;
         self.reindex_leaf(leaf);
-        if let OrderKey::Ramp(_) = key {
-            let class = &self.classes[class as usize].policy;
-            if let (Some(step), Some(cap)) = (class.aging_step, class.aging_cap) {
-                let entered = self.job(j).enqueued.0;
-                let cap_at = entered.saturating_add((cap as u64).saturating_mul(step.0));
-                self.caps.remove(&(Time(cap_at), j));
-            }
+        if let OrderKey::Ramp(_) = key
+            && let Some(cap_at) =
+                OrderParams::of(&self.classes[class as usize].policy).cap_at(self.job(j).enqueued)
+        {
+            self.caps.remove(&(cap_at, j));
         }
         if trial {
             return;
         }
-        if deadline != Time::MAX {
-            self.deadlines
-                .remove(&(deadline.minus(estimate.minus(progress)), j));
+        if let Some(latest_start) = latest_start {
+            self.deadlines.remove(&(latest_start, j));
         }
         self.queued_jobs -= 1;
         let b = self
@@ -483,12 +472,7 @@ impl Engine {
         };
         let shape = self.shapes.get(s);
         let room = |t: crate::ids::TenantIdx| {
-            let tenant = &self.tenants[t.ix()];
-            tenant.limit.as_ref().is_none_or(|limit| {
-                let mut after = tenant.alloc.clone();
-                after.add_times(&shape.demand, shape.gang_min as u64);
-                after.fits_in(limit)
-            })
+            self.tenants[t.ix()].has_room(&shape.demand, shape.gang_min as u64)
         };
         if self.shape_kind == TreeShape::Flat {
             self.tenant_chain(tenant).into_iter().all(room)
@@ -573,6 +557,10 @@ impl Engine {
 
     /// The next leaf and head shape for group `g`, in policy order, among shapes for which
     /// `fit` holds. Leaves under a tenant whose ancestors are at their limit are skipped.
+    ///
+    /// A node is indexed per shape, and only for the shapes its tenant's limits admit, so the
+    /// walk keeps to the shapes every node it descended through admits: a node reached through
+    /// a small shape must not then yield a shape its limit refuses (fuzz finding F5).
     pub(crate) fn select(
         &self,
         g: GroupId,
@@ -580,13 +568,15 @@ impl Engine {
     ) -> Option<(NodeIdx, ShapeId)> {
         let lazy_limits = self.shape_kind == TreeShape::Flat;
         let mut node = NodeIdx(0);
+        // The nodes below the root walked through so far.
+        let mut path: Chain<NodeIdx, CHAIN_MAX> = Chain::default();
         loop {
             let current = &self.nodes[node.ix()];
             if let Some(queue) = &current.leaf {
                 // The leaf's best head among the shapes it is indexed under for g that fit.
                 let mut best: Option<(HeadKey, ShapeId)> = None;
                 for &(hg, s) in &queue.heads {
-                    if hg != g || !fit(s) {
+                    if hg != g || !fit(s) || !self.path_admits(&path, g, s, lazy_limits) {
                         continue;
                     }
                     let Some((hk, _)) = queue.subqueues.get(&s).and_then(|q| q.head(self.now.0))
@@ -604,7 +594,7 @@ impl Engine {
                 .index
                 .range((g, ShapeId(0))..=(g, ShapeId(u32::MAX)))
             {
-                if !fit(s) {
+                if !fit(s) || !self.path_admits(&path, g, s, lazy_limits) {
                     continue;
                 }
                 let first = if lazy_limits {
@@ -619,6 +609,20 @@ impl Engine {
                 }
             }
             node = best?.node;
+            path.push(node);
         }
+    }
+
+    /// Whether every node of `path` may take a job of shape `s` for group `g`: indexed under
+    /// it in its parent (which the limits decide when the node is keyed), or, where limits are
+    /// checked lazily, eligible now.
+    fn path_admits(&self, path: &[NodeIdx], g: GroupId, s: ShapeId, lazy_limits: bool) -> bool {
+        path.iter().all(|&n| {
+            if lazy_limits {
+                self.eligible(n, s)
+            } else {
+                self.nodes[n.ix()].keyed.contains_key(&(g, s))
+            }
+        })
     }
 }

@@ -1,0 +1,53 @@
+//! Replays inputs of a fuzz target without libFuzzer, in a plain build: for debugging a
+//! finding with the usual tools, and on machines without cargo-fuzz.
+//!
+//! `cargo run --manifest-path fuzz/Cargo.toml --example replay -- engine_ops FILE...`
+//! (`FAIRWAY_FUZZ_TRACE=1` prints each engine command as it runs), or
+//! `... --example replay -- engine_ops --random RUNS SEED` for uniformly random inputs (a
+//! crashing one is left in `random-input-N`).
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let target = args.next().unwrap_or_default();
+    let run: fn(&[u8]) = match target.as_str() {
+        "engine_ops" => fairway_fuzz::engine_ops::run,
+        other => {
+            eprintln!("error: unknown or unsupported target {other:?}; supported: engine_ops");
+            std::process::exit(2);
+        }
+    };
+    let args: Vec<String> = args.collect();
+    if let [flag, runs, seed] = args.as_slice()
+        && flag == "--random"
+    {
+        let runs: u64 = runs.parse().expect("--random RUNS SEED: RUNS is a number");
+        let mut state: u64 = seed.parse().expect("--random RUNS SEED: SEED is a number");
+        for i in 0..runs {
+            // splitmix64: inputs of 64 to 2,048 bytes, reproducible from the seed.
+            let mut next = || {
+                state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+                let mut z = state;
+                z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+                z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+                z ^ (z >> 31)
+            };
+            let len = 64 + (next() % 1985) as usize;
+            let data: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+            let path = format!("random-input-{i}");
+            std::fs::write(&path, &data).expect("write the input");
+            run(&data);
+            std::fs::remove_file(&path).expect("remove the input");
+        }
+        println!("ok: {runs} random inputs");
+        return;
+    }
+    for path in args {
+        let data = std::fs::read(&path).unwrap_or_else(|e| {
+            eprintln!("error: cannot read {path}: {e}");
+            std::process::exit(2);
+        });
+        println!("replaying {path} ({} bytes)", data.len());
+        run(&data);
+        println!("ok: {path}");
+    }
+}
