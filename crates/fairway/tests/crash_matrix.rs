@@ -47,7 +47,7 @@ const USAGE_MS: u64 = 40;
 const LEASE_MS: &str = "4000";
 
 /// What the clients saw, across every round.
-#[derive(Default)]
+#[derive(Clone, Default)]
 struct Books {
     /// Submissions sent (tenant), answered or not.
     sent: BTreeMap<String, &'static str>,
@@ -113,7 +113,8 @@ fn start(backend: &Backend, dir: &TempDir, snapshot_every: u64) -> Served {
     ];
     if let Backend::Postgres(db) = backend {
         // A restarted replica waits out its dead predecessor's lease on the leader row.
-        args.extend(["--store", db.url(), "--leader-lease-ms", "500"]);
+        // Long enough that a replica starved of CPU by the test itself renews in time.
+        args.extend(["--store", db.url(), "--leader-lease-ms", "2000"]);
     }
     serve(dir.path(), &args, &[])
 }
@@ -126,14 +127,18 @@ async fn load(url: String, round: usize, books: Arc<Mutex<Books>>) {
         let (http, url, books) = (http.clone(), url.clone(), books.clone());
         tasks.push(tokio::spawn(async move {
             let tenant = TENANTS[p % TENANTS.len()];
-            for i in 0.. {
+            let mut i = 0;
+            loop {
                 let id = format!("r{round}-p{p}-{i}");
                 books.lock().unwrap().sent.insert(id.clone(), tenant);
                 let body = json!({"id": id, "tenant": tenant, "payload": {"round": round}});
                 match post(&http, format!("{url}/v1/jobs"), body).await {
                     Ok((201, _)) => {
                         books.lock().unwrap().acked.insert(id);
+                        i += 1;
                     }
+                    // The outcome is unknown: the same id again.
+                    Ok((503, _)) => tokio::time::sleep(Duration::from_millis(50)).await,
                     Ok((code, body)) => panic!("submit {id}: {code} {body}"),
                     Err(_) => break,
                 }
@@ -148,6 +153,10 @@ async fn load(url: String, round: usize, books: Arc<Mutex<Books>>) {
                                   "max_jobs": 8, "wait_ms": 50});
                 let leases = match post(&http, format!("{url}/v1/leases"), body).await {
                     Ok((200, r)) => r["leases"].as_array().cloned().unwrap_or_default(),
+                    Ok((503, _)) => {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
                     Ok((code, r)) => panic!("lease: {code} {r}"),
                     Err(_) => return,
                 };
@@ -190,8 +199,9 @@ async fn load(url: String, round: usize, books: Arc<Mutex<Books>>) {
                             }
                         }
                     }
-                    Ok((code, r)) => panic!("complete: {code} {r}"),
-                    Err(_) => {
+                    Ok((code, r)) if code != 503 => panic!("complete: {code} {r}"),
+                    // 503 or no answer: the outcome is unknown.
+                    _ => {
                         let mut b = books.lock().unwrap();
                         for c in &completions {
                             let job = c["job_id"].as_str().unwrap().to_string();
@@ -224,7 +234,7 @@ async fn audit(url: &str, books: &Books, charge_per_success: f64, label: &str) -
         let answers = futures_join(chunk.iter().map(|id| {
             let (http, url, id) = (http.clone(), url.to_string(), id.clone());
             async move {
-                let (code, status) = get(&http, format!("{url}/v1/jobs/{id}")).await.unwrap();
+                let (code, status) = get_retrying(&http, format!("{url}/v1/jobs/{id}")).await;
                 let state = match code {
                     200 => Some(status["state"].as_str().unwrap().to_string()),
                     404 => None,
@@ -261,9 +271,7 @@ async fn audit(url: &str, books: &Books, charge_per_success: f64, label: &str) -
         }
     }
     for tenant in TENANTS {
-        let (code, report) = get(&http, format!("{url}/v1/tenants/{tenant}"))
-            .await
-            .unwrap();
+        let (code, report) = get_retrying(&http, format!("{url}/v1/tenants/{tenant}")).await;
         if code == 404 {
             assert_eq!(succeeded_per_tenant.get(tenant), None, "{label}: {tenant}");
             continue;
@@ -296,6 +304,35 @@ async fn audit(url: &str, books: &Books, charge_per_success: f64, label: &str) -
     states.len()
 }
 
+/// A GET, sent again while the answer is 503 (a replica between terms), for up to 20 s.
+async fn get_retrying(http: &reqwest::Client, url: String) -> (u16, serde_json::Value) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (code, body) = get(http, url.clone()).await.unwrap();
+        if code != 503 || Instant::now() > deadline {
+            return (code, body);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A POST that is safe to repeat (a completion carries its epoch), sent again while the answer
+/// is 503, for up to 20 s.
+async fn post_retrying(
+    http: &reqwest::Client,
+    url: String,
+    body: serde_json::Value,
+) -> (u16, serde_json::Value) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (code, answer) = post(http, url.clone(), body.clone()).await.unwrap();
+        if code != 503 || Instant::now() > deadline {
+            return (code, answer);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// Runs futures concurrently and collects their outputs in order.
 async fn futures_join<F: std::future::Future + Send + 'static>(
     futs: impl Iterator<Item = F>,
@@ -325,9 +362,7 @@ async fn settle_held(url: &str, books: &Arc<Mutex<Books>>) {
     };
     for (job, epoch) in held {
         let body = json!({"epoch": epoch, "outcome": "succeeded", "usage_ms": USAGE_MS});
-        let (code, r) = post(&http, format!("{url}/v1/leases/{job}/complete"), body)
-            .await
-            .unwrap();
+        let (code, r) = post_retrying(&http, format!("{url}/v1/leases/{job}/complete"), body).await;
         let mut b = books.lock().unwrap();
         match code {
             200 if r["state"] == "succeeded" => b.record_success(&job, epoch),
@@ -403,13 +438,8 @@ async fn crash_matrix(backend: Backend<'_>, name: &str) {
         served = start(&backend, &dir, snapshot_every);
         served.ready(&http).await;
         let label = format!("{name} round {round} (seed {seed:#x}, kill after {kill_after:?})");
-        checked = audit(
-            &served.url,
-            &books.lock().unwrap(),
-            charge_per_success,
-            &label,
-        )
-        .await;
+        let seen = books.lock().unwrap().clone();
+        checked = audit(&served.url, &seen, charge_per_success, &label).await;
         settle_held(&served.url, &books).await;
     }
 
@@ -419,7 +449,7 @@ async fn crash_matrix(backend: Backend<'_>, name: &str) {
     loop {
         let body =
             json!({"worker": "drain", "capacity": {"cpu": 64}, "max_jobs": 64, "wait_ms": 200});
-        let (code, r) = post(&http, format!("{url}/v1/leases"), body).await.unwrap();
+        let (code, r) = post_retrying(&http, format!("{url}/v1/leases"), body).await;
         assert_eq!(code, 200, "{r}");
         for l in r["leases"].as_array().unwrap() {
             let job = l["job_id"].as_str().unwrap().to_string();
@@ -429,9 +459,8 @@ async fn crash_matrix(backend: Backend<'_>, name: &str) {
                 "{name}: {job} leased again after its success"
             );
             let body = json!({"epoch": epoch, "outcome": "succeeded", "usage_ms": USAGE_MS});
-            let (code, r) = post(&http, format!("{url}/v1/leases/{job}/complete"), body)
-                .await
-                .unwrap();
+            let (code, r) =
+                post_retrying(&http, format!("{url}/v1/leases/{job}/complete"), body).await;
             assert_eq!(code, 200, "{r}");
             books.lock().unwrap().record_success(&job, epoch);
         }
@@ -451,7 +480,8 @@ async fn crash_matrix(backend: Backend<'_>, name: &str) {
         );
     }
     let label = format!("{name} after the drain (seed {seed:#x})");
-    audit(&url, &books.lock().unwrap(), charge_per_success, &label).await;
+    let seen = books.lock().unwrap().clone();
+    audit(&url, &seen, charge_per_success, &label).await;
     let b = books.lock().unwrap();
     for id in &b.acked {
         assert_eq!(b.succeeded[id].len(), 1, "{name}: {id}");
