@@ -56,8 +56,8 @@ use tokio::sync::oneshot;
 /// Steps one seed runs unless told otherwise.
 pub const DEFAULT_STEPS: usize = 300;
 
-/// The tenants and classes of both policies. Both declare the same limits: lowering a limit
-/// while work runs is engine finding F3, which the simulation steps around.
+/// The tenants and classes of both policies (each declares `t2`'s limit: a publish lowers or
+/// raises it while work runs, the case of engine finding F3, fixed).
 macro_rules! tenants_and_classes {
     () => {
         r#"
@@ -70,10 +70,6 @@ name = "t1"
 weight = 2
 burst = 30
 rate = 5
-
-[[tenant]]
-name = "t2"
-limit = { cpu = 4 }
 
 [[class]]
 name = "default"
@@ -107,6 +103,10 @@ preemption = true
 lease = "4s"
 preempt_grace = "1s"
 default_estimate = "1s"
+
+[[tenant]]
+name = "t2"
+limit = { cpu = 4 }
 "#,
     tenants_and_classes!()
 );
@@ -120,6 +120,10 @@ preemption = true
 lease = "3s"
 preempt_grace = "500ms"
 backfill = "easy"
+
+[[tenant]]
+name = "t2"
+limit = { cpu = 2 }
 "#,
     tenants_and_classes!()
 );
@@ -864,11 +868,20 @@ impl Sim {
         Ok(())
     }
 
+    /// Dead workers whose time has come start again, under the same name, sometimes with
+    /// another capacity while the engine still counts their old leases (engine finding F2).
     fn revive_workers(&mut self) {
         let now = self.time;
-        for w in &mut self.workers {
-            if w.down_until.is_some_and(|t| t <= now) {
-                w.down_until = None;
+        for i in 0..self.workers.len() {
+            if self.workers[i].down_until.is_some_and(|t| t <= now) {
+                self.workers[i].down_until = None;
+                if self.rng.chance(300) {
+                    let cpu = self.rng.pick(&[1.0, 2.0, 4.0]);
+                    let w = &mut self.workers[i];
+                    w.offer.capacity.insert("cpu".into(), cpu);
+                    self.timeline
+                        .push(format!("       {} comes back with cpu={cpu}", w.name));
+                }
             }
         }
     }
@@ -985,9 +998,12 @@ impl Sim {
         spec.preemptible = self.rng.chance(500);
         spec.checkpointable = self.rng.chance(250);
         if self.rng.chance(50) {
-            // A gang: both members start together, on one worker or on two, under one epoch.
-            // (Never elastic: an elastic gang of a limited tenant is engine finding F4.)
+            // A gang: its members start together, on one worker or on two, under one epoch;
+            // some are elastic (an elastic gang of a limited tenant was engine finding F4).
             spec.gang = 2;
+            if self.rng.chance(300) {
+                spec.gang_min = Some(1);
+            }
         }
         if self.rng.chance(100) {
             spec.not_before = Some(
