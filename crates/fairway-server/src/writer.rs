@@ -1133,6 +1133,44 @@ mod tests {
         assert_eq!(store.payload("j").unwrap(), None);
     }
 
+    /// After a failed turn the writer takes no other: a later status read (a turn with nothing
+    /// to commit, which `MemStore` would let through its term check although it is poisoned)
+    /// is neither applied nor answered, because the engine may be ahead of the store.
+    #[test]
+    fn a_failed_turn_stops_the_writer_for_good() {
+        let mut store = MemStore::new();
+        let (engine, unsnapshotted) =
+            recover(&mut store, &settings(), Time::from_millis(1_000)).unwrap();
+        store.fail_next_commit();
+        let (_tx, rx) = sync_channel(1);
+        let shared = Arc::new(Shared::default());
+        let mut writer = Writer::new(engine, unsnapshotted, store, rx, shared, settings());
+        let (submit_tx, submit_rx) = oneshot::channel();
+        let submit = Command::Submit {
+            jobs: vec![SubmitJob {
+                spec: JobSpec::new("j", "acme"),
+                deadline_ms: None,
+                blob: None,
+            }],
+            reply: submit_tx,
+        };
+        assert!(writer.step(Time::from_millis(2_000), vec![submit]).is_err());
+        assert_eq!(submit_rx.blocking_recv().unwrap(), Err(Unavailable));
+        assert!(writer.is_stopped());
+        let (status_tx, status_rx) = oneshot::channel();
+        let status = Command::Status {
+            job: "j".into(),
+            tenant: None,
+            reply: status_tx,
+        };
+        assert!(writer.step(Time::from_millis(3_000), vec![status]).is_err());
+        assert!(
+            status_rx.blocking_recv().is_err(),
+            "a stopped writer answered"
+        );
+        assert!(writer.stop().is_err());
+    }
+
     /// A store whose leader term was taken by another replica, as `PgStore` behaves then:
     /// every write and every term check is refused with `Deposed`; reads still work.
     struct DeposedStore(MemStore);
