@@ -8,7 +8,7 @@
 //! `Instant`; after each, a replacement job for the tenant just served is submitted outside the
 //! timed region, so the backlog keeps its exact size and shape.
 //!
-//! Memory per queued job comes from a counting wrapper around the system allocator (this
+//! Memory per queued job comes from a counting wrapper around the allocator (mimalloc; this
 //! binary's `#[global_allocator]`): bytes allocated and still live after the fill minus before
 //! it, divided by the number of jobs. It counts only while a fill is measured, so timed
 //! decisions pay one relaxed load per allocation and nothing more.
@@ -20,8 +20,9 @@ use clap::{Args, Subcommand, ValueEnum};
 use fairway_core::{Admission, Dur, Engine, EngineConfig, JobSpec, Lease, Outcome, Policy};
 use fairway_core::{Time, WorkerOffer};
 use fairway_local::seed002::PriorityTaskScheduler;
+use mimalloc::MiMalloc;
 use serde_json::json;
-use std::alloc::{GlobalAlloc, Layout, System};
+use std::alloc::{GlobalAlloc, Layout};
 use std::collections::HashMap;
 use std::hint::black_box;
 use std::process::ExitCode;
@@ -102,7 +103,8 @@ fn fail(message: impl std::fmt::Display) -> ExitCode {
 
 // ---- Counting allocator ----------------------------------------------------------------------
 
-/// The system allocator, counting live bytes while [`COUNTING`] is on.
+/// The binary's allocator: mimalloc (glibc's malloc and free were a quarter of the server's CPU
+/// under load; BENCHMARKS.md), counting live bytes while [`COUNTING`] is on.
 struct CountingAlloc;
 
 /// Whether allocations are being counted (only while a fill is measured).
@@ -122,11 +124,11 @@ fn count(delta: isize, call: bool) {
     }
 }
 
-// SAFETY: every call is forwarded unchanged to `System`; the wrapper only adds bookkeeping.
+// SAFETY: every call is forwarded unchanged to `MiMalloc`; the wrapper only adds bookkeeping.
 unsafe impl GlobalAlloc for CountingAlloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract, which we pass on.
-        let p = unsafe { System.alloc(layout) };
+        let p = unsafe { MiMalloc.alloc(layout) };
         if !p.is_null() {
             count(layout.size() as isize, true);
         }
@@ -135,7 +137,7 @@ unsafe impl GlobalAlloc for CountingAlloc {
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         // SAFETY: as for `alloc`.
-        let p = unsafe { System.alloc_zeroed(layout) };
+        let p = unsafe { MiMalloc.alloc_zeroed(layout) };
         if !p.is_null() {
             count(layout.size() as isize, true);
         }
@@ -143,14 +145,14 @@ unsafe impl GlobalAlloc for CountingAlloc {
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` was allocated by `System` with `layout` (we allocate only through it).
-        unsafe { System.dealloc(ptr, layout) };
+        // SAFETY: `ptr` was allocated by `MiMalloc` with `layout` (we allocate only through it).
+        unsafe { MiMalloc.dealloc(ptr, layout) };
         count(-(layout.size() as isize), false);
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         // SAFETY: as for `dealloc`; `new_size` is the caller's, checked by its contract.
-        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        let p = unsafe { MiMalloc.realloc(ptr, layout, new_size) };
         if !p.is_null() {
             count(new_size as isize - layout.size() as isize, true);
         }
