@@ -25,6 +25,7 @@ scenario!(
     converge_weighted,
     cost_not_count,
     small_tenant_flood,
+    overestimated_flood,
     strict_starvation,
     backfill_easy,
     backfill_short,

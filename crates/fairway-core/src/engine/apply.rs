@@ -370,14 +370,19 @@ impl Engine {
             let parent = self.nodes[n.ix()]
                 .parent
                 .expect("charged node has a parent");
-            let v = self.nodes[n.ix()].vtime;
+            let settled = {
+                let node = &self.nodes[n.ix()];
+                node.vtime.saturating_sub(node.pending)
+            };
             let pv = &mut self.nodes[parent.ix()].child_v;
-            *pv = (*pv).max(v);
+            *pv = (*pv).max(settled);
             match self.policy.name {
                 PolicyName::Fair => {
                     let share = charges.get(i).copied().unwrap_or(0) as u128;
                     let node = &mut self.nodes[n.ix()];
-                    node.vtime += node.weight.divide(share * charge_cost);
+                    let charged = node.weight.divide(share * charge_cost);
+                    node.vtime += charged;
+                    node.pending += charged;
                 }
                 PolicyName::RoundRobin => {
                     let node = &mut self.nodes[n.ix()];
@@ -548,6 +553,14 @@ impl Engine {
                     node.vtime += amount;
                 } else {
                     node.vtime = node.vtime.saturating_sub(amount);
+                }
+                let charged = node.weight.divide(share as u128 * a.estimate.0 as u128);
+                node.pending = node.pending.saturating_sub(charged);
+                // The service is settled now: a sibling that becomes active starts no lower.
+                let settled = node.vtime.saturating_sub(node.pending);
+                if let Some(parent) = node.parent {
+                    let pv = &mut self.nodes[parent.ix()].child_v;
+                    *pv = (*pv).max(settled);
                 }
             }
         }

@@ -594,7 +594,30 @@ impl Engine {
             self.rekey_queued_of_changed_classes(&old_order);
             self.rekey_all();
         }
+        self.recompute_pending();
         self.grant_limit_grace();
+    }
+
+    /// Sets every node's `pending` from the running attempts, under the current weights: what
+    /// each attempt's end will take back, so that it is taken back exactly.
+    pub(crate) fn recompute_pending(&mut self) {
+        for node in self.nodes.iter_mut() {
+            node.pending = 0;
+        }
+        if self.policy.name != PolicyName::Fair {
+            return;
+        }
+        for job in self.jobs.iter().flatten() {
+            let Some(a) = &job.attempt else { continue };
+            if a.path.len() != a.charges.len() {
+                continue;
+            }
+            for (&n, &share) in a.path.iter().zip(&a.charges) {
+                if let Some(node) = self.nodes.get_mut(n.ix()) {
+                    node.pending += node.weight.divide(share as u128 * a.estimate.0 as u128);
+                }
+            }
+        }
     }
 
     /// Re-keys the queued jobs of classes whose ordering parameters a publish changed, so that

@@ -532,6 +532,7 @@ impl Engine {
         e.now = e.now.max(s.now);
         e.restoring = false;
         e.events.clear();
+        e.recompute_pending();
         // A tenant over its limit was let keep what it held when a publish lowered it.
         e.grant_limit_grace();
         e.rekey_all();

@@ -292,8 +292,16 @@ pub(crate) struct Node {
     pub weight: Weight,
     /// Virtual service (fair), item count (round-robin).
     pub vtime: u128,
-    /// Virtual time of its children: a child that becomes active starts here.
+    /// Virtual time of its children: a child that becomes active starts here. It is the most
+    /// any child has been charged for *settled* service (its `vtime` less its `pending`), so
+    /// that estimates still in flight, which reconciliation may take back, do not push a
+    /// newcomer behind service nobody received.
     pub child_v: u128,
+    /// The part of `vtime` charged at grant for the estimates of running attempts, not yet
+    /// reconciled with their actual usage (`fair` only). Always the sum, over the running
+    /// attempts charged to this node, of `weight.divide(charge × estimate)`: kept at grant and
+    /// attempt end, recomputed when a publish changes weights or rebuilds the tree.
+    pub pending: u128,
     pub drr: Drr,
     /// Demand running under this node.
     pub alloc: ResVec,
@@ -316,6 +324,7 @@ impl Node {
             weight,
             vtime: 0,
             child_v: 0,
+            pending: 0,
             drr: Drr::default(),
             alloc: ResVec::default(),
             queued: 0,
