@@ -293,7 +293,8 @@ pub struct ClassSpec {
     /// Fraction of each pool's capacity held for this band and higher ones.
     #[serde(default)]
     pub reserve: f64,
-    /// Maximum queue age admission promises.
+    /// Maximum queue age admission promises: it accepts while the predicted wait fills at
+    /// most 80% of it.
     pub max_age: Option<DurStr>,
     /// One priority point gained per step of waiting ...
     pub aging_step: Option<DurStr>,

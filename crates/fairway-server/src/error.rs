@@ -120,6 +120,13 @@ impl IntoResponse for ApiError {
                 .headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(s));
         }
+        if self.status == StatusCode::PAYLOAD_TOO_LARGE {
+            // The body may be left unread, so the server closes the connection after this
+            // answer; saying so keeps the client from sending its next request down it.
+            response
+                .headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
         response
     }
 }

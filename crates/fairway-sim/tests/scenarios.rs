@@ -32,6 +32,8 @@ scenario!(
     gang,
     unplaceable,
     admission_burst,
+    admission_per_tenant,
+    admission_contracts,
     impossible_deadline,
     retry_storm,
     estimator_gaming,

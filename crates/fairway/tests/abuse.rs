@@ -539,21 +539,13 @@ async fn overload_slow_clients_idle_polls_and_other_tenants() {
         "admission never refused for the maximum age: {:?}",
         o.rejected
     );
-    // Admission's predicted wait is a point estimate: it leaves out the running attempts, and
-    // the drain it measured before the flood is faster than the drain during it (the workers
-    // share the cores and the writer with the flood). Accepted work therefore waits about 1.6
-    // times the maximum age at p99 here (docs/reliability.md, "Load and abuse"); the bound
-    // checked is twice the maximum age, and the figure is printed.
+    // Admission predicts each job's wait from the work queued ahead of it and the service its
+    // queue was measured to get while backlogged (the warm-up measured it), and fills 80% of
+    // the maximum age: accepted work starts within it (docs/reliability.md, "Load and abuse").
     let p99 = percentile(&waits, 0.99);
-    if p99 > MAX_AGE {
-        println!(
-            "overload: NOTE: p99 wait {p99:?} is beyond the class's maximum age {MAX_AGE:?} \
-             (an engine prediction issue, see docs/reliability.md)"
-        );
-    }
     assert!(
-        p99 <= MAX_AGE * 2,
-        "accepted work waited {p99:?} at p99, beyond twice the class's maximum age {MAX_AGE:?}"
+        p99 <= MAX_AGE,
+        "accepted work waited {p99:?} at p99, beyond the class's maximum age {MAX_AGE:?}"
     );
     assert!(
         percentile(&latencies, 0.99) < Duration::from_secs(2),

@@ -20,9 +20,6 @@ pub(crate) fn default_demand() -> std::collections::BTreeMap<String, f64> {
     [("cpu".to_string(), 1.0)].into_iter().collect()
 }
 
-/// Measured drains kept for shapes no job uses any more (beyond it the archive restarts).
-const DRAIN_ARCHIVE_MAX: usize = 4096;
-
 /// A digest of a job spec, to tell an idempotent resubmission from a reused id.
 pub(crate) fn spec_digest(spec: &JobSpec) -> u64 {
     use std::hash::{Hash, Hasher};
@@ -43,6 +40,7 @@ impl Engine {
     /// Applies a persisted event: replays a state change without deciding anything.
     pub fn apply(&mut self, event: &Event) {
         self.observe(event.at());
+        self.applying_at = event.at();
         match event {
             Event::PolicyPublished {
                 at,
@@ -231,7 +229,7 @@ impl Engine {
             .expect("accepted job's shape is valid");
         let is_gang = key.gang_min > 1;
         let archived = if self.shapes.lookup(&key).is_none() {
-            self.drain.remove(&key)
+            self.meter_archive.remove(&key)
         } else {
             None
         };
@@ -239,8 +237,8 @@ impl Engine {
             .shapes
             .acquire(key)
             .expect("accepted job's shape was admitted");
-        if let Some(d) = archived {
-            self.live_drain.insert(shape, d);
+        if let Some(m) = archived {
+            self.meters.insert(shape, m);
         }
         if is_gang {
             self.gang_shapes += 1;
@@ -355,7 +353,7 @@ impl Engine {
         drr: Option<(u128, i128, u64)>,
         worker_share: u64,
     ) {
-        self.dequeue(j);
+        self.dequeue_for(j, false, true);
         let (tenant, class, shape, leaf, retry) = {
             let job = self.job(j);
             (job.tenant, job.class, job.shape, job.leaf, job.retry)
@@ -587,7 +585,6 @@ impl Engine {
                 AttemptEnd::Succeeded => {}
             }
         }
-        self.note_drain(class, shape, at, actual);
         match end {
             AttemptEnd::Failed { .. } => {
                 self.stats.failures += 1;
@@ -707,12 +704,12 @@ impl Engine {
             for g in self.groups.groups.iter_mut() {
                 g.forget_shape(job.shape);
             }
-            // Its measured drain outlives it, by description, for the next job of that shape.
-            if let Some(d) = self.live_drain.remove(&job.shape) {
-                if self.drain.len() >= DRAIN_ARCHIVE_MAX {
-                    self.drain.clear();
+            // Its meter outlives it, by description, for the next job of that shape.
+            if let Some(m) = self.meters.remove(&job.shape) {
+                if self.meter_archive.len() >= super::meter::METER_ARCHIVE_MAX {
+                    self.meter_archive.clear();
                 }
-                self.drain.insert(key, d);
+                self.meter_archive.insert(key, m);
             }
         }
         let t = &mut self.tenants[job.tenant.ix()];
@@ -740,29 +737,6 @@ impl Engine {
                     digest,
                 },
             );
-        }
-    }
-
-    /// Measures how fast work of one class and shape drains.
-    fn note_drain(&mut self, class: u16, shape: crate::ids::ShapeId, at: Time, cost: u128) {
-        let _ = class;
-        let d = self.live_drain.entry(shape).or_default();
-        let window = Dur::from_secs(10);
-        if d.windows == 0 && d.window_cost == 0 {
-            d.window_start = at;
-        }
-        d.window_cost += cost;
-        let elapsed = at.since(d.window_start);
-        if elapsed >= window {
-            let rate = d.window_cost * 1_000_000_000 / elapsed.0.max(1) as u128;
-            d.rate = if d.windows == 0 {
-                rate
-            } else {
-                (d.rate * 3 + rate) / 4
-            };
-            d.windows += 1;
-            d.window_cost = 0;
-            d.window_start = at;
         }
     }
 

@@ -18,6 +18,7 @@ mod census;
 mod dispatch;
 mod explain;
 mod lease;
+mod meter;
 mod snapshot;
 pub(crate) mod state;
 mod submit;
@@ -81,17 +82,6 @@ pub(crate) struct Backlog {
     pub queued_jobs: u64,
 }
 
-/// Measured drain of one class and shape.
-#[derive(Clone, Copy, Debug, Default, serde::Serialize, serde::Deserialize)]
-pub(crate) struct Drain {
-    /// Cost completed in the current window.
-    pub window_cost: u128,
-    pub window_start: Time,
-    /// Smoothed drain rate, in cost units per second.
-    pub rate: u128,
-    pub windows: u32,
-}
-
 /// The scheduling engine. See the module documentation.
 #[derive(Clone)]
 pub struct Engine {
@@ -132,11 +122,11 @@ pub struct Engine {
     pub(crate) drr_round: u128,
     pub(crate) drr_position: u64,
     pub(crate) backlog: FxHashMap<(u16, ShapeId), Backlog>,
-    /// Measured drain per shape, kept by the shape's description so that it outlives the
-    /// shape's id (ids are recycled when no job uses them).
-    pub(crate) drain: FxHashMap<crate::shape::ShapeKey, Drain>,
-    /// Measured drain of live shapes.
-    pub(crate) live_drain: FxHashMap<ShapeId, Drain>,
+    /// How fast each live shape's queued work leaves (admission's prediction).
+    pub(crate) meters: FxHashMap<ShapeId, meter::RateMeter>,
+    /// The meters of shapes no job uses any more, kept by the shape's description so that
+    /// they outlive the shape's id (ids are recycled), at most `METER_ARCHIVE_MAX`.
+    pub(crate) meter_archive: FxHashMap<crate::shape::ShapeKey, meter::RateMeter>,
     pub(crate) events: Vec<Event>,
     pub(crate) decisions: VecDeque<DecisionRecord>,
     pub(crate) stats: EngineStats,
@@ -147,6 +137,10 @@ pub struct Engine {
     pub(crate) stop_notices: Vec<StopNotice>,
     /// Set while a snapshot is being restored: queues refill without resetting balances.
     pub(crate) restoring: bool,
+    /// The time of the event being applied. Durable state computed from time reads this, not
+    /// `now`: `now` also moves with commands that emit nothing (ticks, polls), which a replay
+    /// of the log never sees.
+    pub(crate) applying_at: Time,
     /// The job the event being applied is about, when its emitter knows it.
     pub(crate) apply_hint: Option<JobIdx>,
 }
@@ -202,8 +196,8 @@ impl Engine {
             drr_round: 0,
             drr_position: 0,
             backlog: FxHashMap::default(),
-            drain: FxHashMap::default(),
-            live_drain: FxHashMap::default(),
+            meters: FxHashMap::default(),
+            meter_archive: FxHashMap::default(),
             events: Vec::new(),
             decisions: VecDeque::new(),
             stats: EngineStats::default(),
@@ -213,6 +207,7 @@ impl Engine {
             gang_shapes: 0,
             stop_notices: Vec::new(),
             restoring: false,
+            applying_at: now,
             apply_hint: None,
         };
         let source = policy.source.clone();

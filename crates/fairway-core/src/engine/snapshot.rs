@@ -4,11 +4,13 @@
 //! the same for the same inputs. Ephemeral state (workers' capacity, placement groups, the
 //! index, decision records) is not in it: it is rebuilt as workers report.
 //!
-//! The record is versioned (`SnapshotRecord::V1`) and encoded with postcard; never reorder its
-//! fields.
+//! The record is versioned (`SnapshotRecord`) and encoded with postcard; never reorder its
+//! fields. V2 is V1 (whose `drain` it leaves empty) followed by what V2 added: admission's
+//! meters. A V1 snapshot restores with no meters (admission starts from capacity).
 
+use super::meter::RateMeter;
 use super::state::{Attempt, Drr, Estimator, Finished, Job, Ledger, Node, NodeKind};
-use super::{Drain, Engine, EngineConfig, EngineStats};
+use super::{Engine, EngineConfig, EngineStats};
 use crate::event::{Event, StopReason};
 use crate::ids::{JobIdx, NodeIdx, ShapeId, TenantIdx, WorkerIdx};
 use crate::job::JobState;
@@ -23,6 +25,25 @@ use std::fmt::Write;
 #[derive(Serialize, Deserialize)]
 enum SnapshotRecord {
     V1(SnapshotV1),
+    V2(SnapshotV1, SnapshotV2),
+}
+
+/// What V2 added to V1.
+#[derive(Serialize, Deserialize, Default)]
+struct SnapshotV2 {
+    /// Shapes' meters, live and archived, by description.
+    shape_meters: Vec<(JobSpecShape, RateMeter)>,
+    /// Leaves' meters, by node index (nodes restore in order).
+    leaf_meters: Vec<(u32, RateMeter)>,
+}
+
+/// V1's measured drain (completed cost per window), no longer used.
+#[derive(Serialize, Deserialize, Clone, Copy)]
+struct DrainV1 {
+    window_cost: u128,
+    window_start: Time,
+    rate: u128,
+    windows: u32,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -49,7 +70,8 @@ struct SnapshotV1 {
     gps_weight_sum: u128,
     drr_round: u128,
     drr_position: u64,
-    drain: Vec<(u16, JobSpecShape, Drain)>,
+    /// Empty since V2.
+    drain: Vec<(u16, JobSpecShape, DrainV1)>,
     stats: EngineStats,
 }
 
@@ -93,6 +115,43 @@ struct JobSpecShape {
     preemptible: bool,
     gang: u32,
     gang_min: u32,
+}
+
+impl JobSpecShape {
+    fn of(k: crate::shape::ShapeKey) -> JobSpecShape {
+        JobSpecShape {
+            demand: k.demand,
+            requires: k.requires,
+            class: k.class,
+            preemptible: k.preemptible,
+            gang: k.gang,
+            gang_min: k.gang_min,
+        }
+    }
+
+    fn key(&self) -> crate::shape::ShapeKey {
+        crate::shape::ShapeKey {
+            demand: self.demand.clone(),
+            requires: self.requires.clone(),
+            class: self.class,
+            preemptible: self.preemptible,
+            gang: self.gang,
+            gang_min: self.gang_min,
+        }
+    }
+
+    /// A total order, so that a snapshot's bytes do not depend on a map's iteration order.
+    #[allow(clippy::type_complexity)]
+    fn order(&self) -> (u16, &ResVec, &Vec<(String, String)>, bool, u32, u32) {
+        (
+            self.class,
+            &self.demand,
+            &self.requires,
+            self.preemptible,
+            self.gang,
+            self.gang_min,
+        )
+    }
 }
 
 #[derive(Serialize, Deserialize)]
@@ -218,30 +277,24 @@ impl Engine {
             })
             .collect();
         let live = self
-            .live_drain
+            .meters
             .iter()
-            .map(|(s, d)| (self.shapes.get(*s).clone(), *d));
-        let mut drain: Vec<(u16, JobSpecShape, Drain)> = self
-            .drain
+            .map(|(s, m)| (self.shapes.get(*s).clone(), *m));
+        let mut shape_meters: Vec<(JobSpecShape, RateMeter)> = self
+            .meter_archive
             .iter()
-            .map(|(k, d)| (k.clone(), *d))
+            .map(|(k, m)| (k.clone(), *m))
             .chain(live)
-            .map(|(k, d)| {
-                let class = k.class;
-                let shape = JobSpecShape {
-                    demand: k.demand,
-                    requires: k.requires,
-                    class: k.class,
-                    preemptible: k.preemptible,
-                    gang: k.gang,
-                    gang_min: k.gang_min,
-                };
-                (class, shape, d)
-            })
+            .map(|(k, m)| (JobSpecShape::of(k), m))
             .collect();
-        drain.sort_by(|a, b| {
-            (a.0, &a.1.demand, &a.1.requires).cmp(&(b.0, &b.1.demand, &b.1.requires))
-        });
+        shape_meters.sort_by(|a, b| a.0.order().cmp(&b.0.order()));
+        let leaf_meters: Vec<(u32, RateMeter)> = self
+            .nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| n.meter != RateMeter::default())
+            .map(|(i, n)| (i as u32, n.meter))
+            .collect();
         let snap = SnapshotV1 {
             policy_version: self.version,
             policy_source: self.policy.source.clone(),
@@ -345,17 +398,25 @@ impl Engine {
             gps_weight_sum: self.gps.weight_sum,
             drr_round: self.drr_round,
             drr_position: self.drr_position,
-            drain,
+            drain: Vec::new(),
             stats: self.stats.clone(),
         };
-        postcard::to_stdvec(&SnapshotRecord::V1(snap)).expect("snapshot encodes")
+        let added = SnapshotV2 {
+            shape_meters,
+            leaf_meters,
+        };
+        postcard::to_stdvec(&SnapshotRecord::V2(snap, added)).expect("snapshot encodes")
     }
 
     /// An engine rebuilt from a snapshot. The bytes come from [`Engine::snapshot`] (the store
     /// checks their integrity); an error says what does not fit.
     pub fn restore(bytes: &[u8], config: EngineConfig) -> Result<Engine, String> {
-        let SnapshotRecord::V1(s) =
-            postcard::from_bytes(bytes).map_err(|e| format!("snapshot does not decode: {e}"))?;
+        let (s, added) = match postcard::from_bytes(bytes)
+            .map_err(|e| format!("snapshot does not decode: {e}"))?
+        {
+            SnapshotRecord::V1(s) => (s, SnapshotV2::default()),
+            SnapshotRecord::V2(s, added) => (s, added),
+        };
         let mut e = Engine::for_replay(config);
         e.restoring = true;
         for r in &s.resources {
@@ -510,23 +571,22 @@ impl Engine {
         e.gps.weight_sum = s.gps_weight_sum;
         e.drr_round = s.drr_round;
         e.drr_position = s.drr_position;
-        for (class, shape, d) in &s.drain {
-            let key = crate::shape::ShapeKey {
-                demand: shape.demand.clone(),
-                requires: shape.requires.clone(),
-                class: *class,
-                preemptible: shape.preemptible,
-                gang: shape.gang,
-                gang_min: shape.gang_min,
-            };
+        for (shape, m) in added.shape_meters {
+            let key = shape.key();
             match e.shapes.lookup(&key) {
                 Some(id) => {
-                    e.live_drain.insert(id, *d);
+                    e.meters.insert(id, m);
                 }
                 None => {
-                    e.drain.insert(key, *d);
+                    e.meter_archive.insert(key, m);
                 }
             }
+        }
+        for (n, m) in added.leaf_meters {
+            e.nodes
+                .get_mut(n as usize)
+                .ok_or("snapshot meter of a node that does not exist")?
+                .meter = m;
         }
         e.stats = s.stats;
         e.now = e.now.max(s.now);
@@ -723,7 +783,14 @@ impl Engine {
                 .flatten()
                 .map(|n| {
                     let node = &self.nodes[n.ix()];
-                    format!("{}:{}/{}", self.node_name(n), node.vtime, node.child_v)
+                    format!(
+                        "{}:{}/{}/{} meter {:?}",
+                        self.node_name(n),
+                        node.vtime,
+                        node.child_v,
+                        node.pending,
+                        node.meter
+                    )
                 })
                 .collect();
             let _ = writeln!(
@@ -744,6 +811,29 @@ impl Engine {
                 "class {} ledger {:?} misses {}",
                 c.policy.name, c.ledger, c.deadline_misses
             );
+        }
+        // Shapes by description, with resources by name (their ids depend on what workers
+        // reported, which is not durable).
+        let mut meters: Vec<String> = self
+            .meters
+            .iter()
+            .map(|(s, m)| (self.shapes.get(*s), m))
+            .chain(self.meter_archive.iter())
+            .map(|(k, m)| {
+                format!(
+                    "meter class {} demand {:?} requires {:?} preemptible {} gang {}/{} {m:?}",
+                    k.class,
+                    self.resources.named(&k.demand),
+                    k.requires,
+                    k.preemptible,
+                    k.gang,
+                    k.gang_min
+                )
+            })
+            .collect();
+        meters.sort();
+        for line in meters {
+            let _ = writeln!(out, "{line}");
         }
         let mut finished: Vec<_> = self.finished.iter().collect();
         finished.sort_by(|a, b| a.0.cmp(b.0));
@@ -768,5 +858,46 @@ impl Engine {
         }
         e.events.clear();
         e
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::job::JobSpec;
+
+    /// A snapshot written before V2 (no meters) still restores: the same jobs and books, and
+    /// admission starts unmeasured.
+    #[test]
+    fn a_v1_snapshot_restores_without_meters() {
+        let mut e = Engine::new(Time::ZERO, Policy::built_in(), EngineConfig::default());
+        for i in 0..3 {
+            let admission = e.submit(Time(i), JobSpec::new(format!("j{i}"), "acme"));
+            assert!(matches!(admission, crate::Admission::Accepted { .. }));
+        }
+        let bytes = e.snapshot();
+        let Ok(SnapshotRecord::V2(v1, added)) = postcard::from_bytes::<SnapshotRecord>(&bytes)
+        else {
+            panic!("snapshots are written as V2");
+        };
+        assert!(!added.shape_meters.is_empty() && !added.leaf_meters.is_empty());
+        let old = postcard::to_stdvec(&SnapshotRecord::V1(v1)).expect("encodes");
+        let restored = Engine::restore(&old, EngineConfig::default()).expect("V1 restores");
+        restored.audit().expect("audit");
+        assert!(restored.meters.is_empty() && restored.meter_archive.is_empty());
+        assert!(
+            restored
+                .nodes
+                .iter()
+                .all(|n| n.meter == RateMeter::default())
+        );
+        let strip = |view: String| -> String {
+            view.lines()
+                .filter(|l| !l.starts_with("meter ") && !l.starts_with("tenant "))
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        assert_eq!(strip(restored.durable_view()), strip(e.durable_view()));
+        assert_eq!(restored.queued_jobs, 3);
     }
 }

@@ -284,6 +284,13 @@ pub(crate) struct LeafQueue {
     pub heads: Vec<(GroupId, ShapeId)>,
 }
 
+/// Queued jobs and their estimated cost.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct QueuedCost {
+    pub jobs: u64,
+    pub cost: u128,
+}
+
 /// A node of the scheduling tree.
 #[derive(Clone, Debug)]
 pub(crate) struct Node {
@@ -302,6 +309,10 @@ pub(crate) struct Node {
     /// attempts charged to this node, of `weight.divide(charge × estimate)`: kept at grant and
     /// attempt end, recomputed when a publish changes weights or rebuilds the tree.
     pub pending: u128,
+    /// A leaf's queued work (not counting jobs set aside during a pass), and how fast it
+    /// leaves while backlogged: admission's prediction for the leaf.
+    pub queued_work: QueuedCost,
+    pub meter: super::meter::RateMeter,
     pub drr: Drr,
     /// Demand running under this node.
     pub alloc: ResVec,
@@ -325,6 +336,8 @@ impl Node {
             vtime: 0,
             child_v: 0,
             pending: 0,
+            queued_work: QueuedCost::default(),
+            meter: Default::default(),
             drr: Drr::default(),
             alloc: ResVec::default(),
             queued: 0,

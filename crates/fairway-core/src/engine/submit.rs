@@ -31,6 +31,15 @@ fn retryable(reason: RejectReason, after: Dur) -> Admission {
     }
 }
 
+/// The part of a class's maximum age admission fills with predicted wait: the rest is headroom
+/// for the variance of service (a measured rate lags a slowdown by up to a window, and a job
+/// waits for its worker's next poll), so that accepted work starts within the maximum age.
+const MAX_AGE_HEADROOM_PERCENT: u64 = 20;
+
+fn promised_wait(max_age: Dur) -> Dur {
+    Dur(max_age.0 / 100 * (100 - MAX_AGE_HEADROOM_PERCENT))
+}
+
 /// What admission predicts for a job.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Prediction {
@@ -98,15 +107,10 @@ impl Engine {
         if let Some(rejection) = self.check_quotas(tenant, &spec.tenant, cost, now) {
             return rejection;
         }
-        // Predicted start from the work queued ahead of it in its class and shape.
+        // Predicted start from the work queued ahead of it and how fast that work is served.
         let mut deferred_until = spec.not_before.filter(|nb| *nb > now);
         if class_policy.max_age.is_some() || spec.deadline.is_some() {
-            let shape_id = self.shapes_lookup(&key);
-            let queued = shape_id
-                .and_then(|s| self.backlog.get(&(class, s)))
-                .map(|b| b.queued_cost)
-                .unwrap_or(0);
-            let wait = self.predict_wait(&key, class, shape_id, queued, cost, start);
+            let (wait, _) = self.predict_wait(&key, class, tenant, cost);
             if let Some(deadline) = spec.deadline
                 && start.plus(wait).plus(estimate) > deadline
             {
@@ -114,9 +118,9 @@ impl Engine {
                 return retryable(RejectReason::PredictedLate, excess);
             }
             if let Some(max_age) = class_policy.max_age
-                && wait > max_age
+                && wait > promised_wait(max_age)
             {
-                let excess = wait.minus(max_age);
+                let excess = wait.minus(promised_wait(max_age));
                 match class_policy.overload {
                     OverloadPolicy::Reject => {
                         return retryable(RejectReason::PredictedTooOld, excess);
@@ -315,33 +319,67 @@ impl Engine {
         None
     }
 
-    /// Predicted wait of a job of shape `key` entering behind `queued` cost units of its class
-    /// and shape: queued work over the drain rate, measured when there is history, otherwise
-    /// from the capacity that can run the shape.
+    /// Predicted wait of a job costing `cost`, of shape `key` in `class`, from `tenant`
+    /// (`None`: one not seen yet), and the service rate it used (cost units per second). The work ahead of it is its
+    /// queue's: the whole class and shape under the one-queue policies (`fifo`, `strict`,
+    /// `sjf`), the tenant's leaf under the others, where each tenant is served its share. The
+    /// rate is the one measured for that queue while it was backlogged (see `meter`), else
+    /// the shape's, else, before there is any history, what the live workers that can run the
+    /// shape could do if it had them all.
     fn predict_wait(
         &mut self,
         key: &crate::shape::ShapeKey,
         class: u16,
-        shape: Option<crate::ids::ShapeId>,
-        queued: u128,
-        _cost: u128,
-        _start: Time,
-    ) -> Dur {
-        if queued == 0 {
-            return Dur::ZERO;
+        tenant: Option<TenantIdx>,
+        cost: u128,
+    ) -> (Dur, u128) {
+        let now = self.now;
+        let shape = self.shapes_lookup(key);
+        let shape_rate = shape
+            .and_then(|s| self.meters.get(&s))
+            .or_else(|| self.meter_archive.get(key))
+            .and_then(|m| m.rate(now));
+        let one_queue = matches!(
+            self.policy.name,
+            PolicyName::Fifo | PolicyName::Strict | PolicyName::Sjf
+        );
+        let (ahead, measured) = if one_queue {
+            let ahead = shape
+                .and_then(|s| self.backlog.get(&(class, s)))
+                .map(|b| b.queued_cost)
+                .unwrap_or(0);
+            (ahead, shape_rate)
+        } else {
+            let leaf = tenant.and_then(|t| self.existing_leaf(t, class));
+            let ahead = leaf
+                .map(|n| self.nodes[n.ix()].queued_work.cost)
+                .unwrap_or(0);
+            let leaf_rate = leaf.and_then(|n| self.nodes[n.ix()].meter.rate(now));
+            (ahead, leaf_rate.or(shape_rate))
+        };
+        let rate = match measured {
+            Some(r) => r,
+            None => self.capacity_drain(key),
+        };
+        if ahead == 0 {
+            return (Dur::ZERO, rate);
         }
-        let _ = (shape, class);
-        let measured = shape
-            .and_then(|s| self.live_drain.get(&s))
-            .or_else(|| self.drain.get(key))
-            .filter(|d| d.windows > 0)
-            .map(|d| d.rate);
-        let capacity_rate = self.capacity_drain(key);
-        let rate = measured.filter(|r| *r > 0).unwrap_or(capacity_rate);
         if rate == 0 {
-            return Dur::MAX;
+            return (Dur::MAX, 0);
         }
-        Dur((queued * 1_000_000_000 / rate).min(u64::MAX as u128) as u64)
+        // It starts once the work ahead and its own turn have been served.
+        let served = ahead.saturating_add(cost);
+        let wait = Dur((served.saturating_mul(1_000_000_000) / rate).min(u64::MAX as u128) as u64);
+        (wait, rate)
+    }
+
+    /// The leaf a job of tenant `t` in `class` would join, if it exists yet.
+    fn existing_leaf(&self, t: TenantIdx, class: u16) -> Option<crate::ids::NodeIdx> {
+        let tenant = &self.tenants[t.ix()];
+        match self.shape_kind {
+            super::state::TreeShape::Flat => tenant.node,
+            super::state::TreeShape::Hierarchical => tenant.bands.get(&class).copied(),
+        }
     }
 
     /// How fast the live workers could drain work of shape `key` if it had them all, in cost
@@ -417,17 +455,11 @@ impl Engine {
     pub fn predict(&mut self, spec: &JobSpec) -> Option<Prediction> {
         let class = self.class_index(spec.class.as_deref())?;
         let key = self.shape_key(spec, class).ok()?;
-        let shape = self.shapes_lookup(&key);
-        let queued = shape
-            .and_then(|s| self.backlog.get(&(class, s)))
-            .map(|b| b.queued_cost)
-            .unwrap_or(0);
-        let now = self.now;
-        let wait = self.predict_wait(&key, class, shape, queued, 0, now);
-        let drain = self.capacity_drain(&key);
+        let tenant = self.tenant_by_name.get(&spec.tenant).copied();
+        let (wait, rate) = self.predict_wait(&key, class, tenant, 0);
         Some(Prediction {
             wait,
-            drain_micro: (drain / (COST_PER_WORKER_SECOND / 1_000_000)) as u64,
+            drain_micro: (rate / (COST_PER_WORKER_SECOND / 1_000_000)).min(u64::MAX as u128) as u64,
         })
     }
 }

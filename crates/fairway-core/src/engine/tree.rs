@@ -128,8 +128,14 @@ impl Engine {
         if trial {
             return;
         }
+        if !self.restoring {
+            self.meter_enqueue(leaf, shape);
+        }
         self.queued_jobs += 1;
         let cost = self.job(j).cost();
+        let work = &mut self.nodes[leaf.ix()].queued_work;
+        work.jobs += 1;
+        work.cost += cost;
         let b = self.backlog.entry((class, shape)).or_default();
         b.queued_cost += cost;
         b.queued_jobs += 1;
@@ -145,6 +151,12 @@ impl Engine {
 
     /// Takes job `j` out of its leaf queue (a `trial` removal only for the rest of a pass).
     pub(crate) fn dequeue_inner(&mut self, j: JobIdx, trial: bool) {
+        self.dequeue_for(j, trial, false);
+    }
+
+    /// Takes queued job `j` out of its leaf queue; `dispatched` when it leaves for a worker
+    /// (admission measures that service).
+    pub(crate) fn dequeue_for(&mut self, j: JobIdx, trial: bool, dispatched: bool) {
         let (leaf, shape, key, seq, class, cost, latest_start) = {
             let job = self.job(j);
             assert_eq!(
@@ -198,9 +210,23 @@ impl Engine {
             .expect("backlog of a queued job");
         b.queued_cost -= cost;
         b.queued_jobs -= 1;
+        let shape_empty = b.queued_jobs == 0;
         self.classes[class as usize].queued -= 1;
-        if b.queued_jobs == 0 {
+        if shape_empty {
             self.backlog.remove(&(class, shape));
+        }
+        let work = &mut self.nodes[leaf.ix()].queued_work;
+        work.jobs -= 1;
+        work.cost -= cost;
+        let leaf_empty = work.jobs == 0;
+        if !self.restoring {
+            self.meter_dequeue(
+                leaf,
+                shape,
+                dispatched.then_some(cost),
+                leaf_empty,
+                shape_empty,
+            );
         }
     }
 
