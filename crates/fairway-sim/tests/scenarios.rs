@@ -26,6 +26,7 @@ scenario!(
     cost_not_count,
     small_tenant_flood,
     overestimated_flood,
+    newcomer_estimates,
     strict_starvation,
     backfill_easy,
     backfill_short,

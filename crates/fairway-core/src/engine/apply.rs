@@ -672,22 +672,18 @@ impl Engine {
         } else {
             ((usage.0 as u128 * 1_000_000) / estimate.0 as u128).min(1_000_000_000) as u64
         };
-        if e.samples == 0 {
-            e.mean_ns = usage.0;
-            e.ratio_ppm = ratio_ppm;
-        } else {
-            // EWMA with weight 1/8.
-            e.mean_ns = (e.mean_ns as u128 * 7 / 8 + usage.0 as u128 / 8) as u64;
-            e.ratio_ppm = (e.ratio_ppm as u128 * 7 / 8 + ratio_ppm as u128 / 8) as u64;
-        }
-        e.samples = e.samples.saturating_add(1);
+        e.observe(usage, ratio_ppm);
         // More than 50% over the estimate is a strike; an honest completion forgives one.
         if ratio_ppm > 1_500_000 {
             e.strikes = e.strikes.saturating_add(1);
         } else {
             e.strikes = e.strikes.saturating_sub(1);
         }
-        e.strikes >= 3
+        let repeated = e.strikes >= 3;
+        self.classes[class as usize]
+            .estimator
+            .observe(usage, ratio_ppm);
+        repeated
     }
 
     /// Ends job `j` in a terminal state and remembers it.

@@ -557,6 +557,7 @@ impl Engine {
                         queued: 0,
                         ledger: Ledger::default(),
                         deadline_misses: 0,
+                        estimator: Default::default(),
                     });
                 }
             }

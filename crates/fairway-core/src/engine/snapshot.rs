@@ -35,6 +35,8 @@ struct SnapshotV2 {
     shape_meters: Vec<(JobSpecShape, RateMeter)>,
     /// Leaves' meters, by node index (nodes restore in order).
     leaf_meters: Vec<(u32, RateMeter)>,
+    /// Each class's estimator, by class index.
+    class_estimators: Vec<Estimator>,
 }
 
 /// V1's measured drain (completed cost per window), no longer used.
@@ -404,6 +406,7 @@ impl Engine {
         let added = SnapshotV2 {
             shape_meters,
             leaf_meters,
+            class_estimators: self.classes.iter().map(|c| c.estimator).collect(),
         };
         postcard::to_stdvec(&SnapshotRecord::V2(snap, added)).expect("snapshot encodes")
     }
@@ -437,6 +440,7 @@ impl Engine {
                 queued: 0,
                 ledger: c.ledger.clone(),
                 deadline_misses: c.deadline_misses,
+                estimator: Estimator::default(),
             });
         }
         // Tenants keep their indices too.
@@ -581,6 +585,9 @@ impl Engine {
                     e.meter_archive.insert(key, m);
                 }
             }
+        }
+        for (class, estimator) in e.classes.iter_mut().zip(added.class_estimators) {
+            class.estimator = estimator;
         }
         for (n, m) in added.leaf_meters {
             e.nodes
@@ -808,8 +815,8 @@ impl Engine {
         for c in &self.classes {
             let _ = writeln!(
                 out,
-                "class {} ledger {:?} misses {}",
-                c.policy.name, c.ledger, c.deadline_misses
+                "class {} ledger {:?} misses {} estimator {:?}",
+                c.policy.name, c.ledger, c.deadline_misses, c.estimator
             );
         }
         // Shapes by description, with resources by name (their ids depend on what workers

@@ -168,6 +168,21 @@ pub(crate) struct Estimator {
     pub strikes: u32,
 }
 
+impl Estimator {
+    /// A successful attempt ran `usage` against `ratio_ppm` of its estimate.
+    pub fn observe(&mut self, usage: Dur, ratio_ppm: u64) {
+        if self.samples == 0 {
+            self.mean_ns = usage.0;
+            self.ratio_ppm = ratio_ppm;
+        } else {
+            // EWMA with weight 1/8.
+            self.mean_ns = (self.mean_ns as u128 * 7 / 8 + usage.0 as u128 / 8) as u64;
+            self.ratio_ppm = (self.ratio_ppm as u128 * 7 / 8 + ratio_ppm as u128 / 8) as u64;
+        }
+        self.samples = self.samples.saturating_add(1);
+    }
+}
+
 /// A tenant (a node of the tenant tree, declared or seen in a submission).
 #[derive(Clone, Debug)]
 pub(crate) struct Tenant {
@@ -231,6 +246,9 @@ pub(crate) struct Class {
     pub queued: u64,
     pub ledger: Ledger,
     pub deadline_misses: u64,
+    /// Run times of the class's jobs, all tenants: the estimate of a job that declares none
+    /// from a tenant with no history in the class yet (the job type is known, the tenant new).
+    pub estimator: Estimator,
 }
 
 /// A pool at run time: capacity of live workers and what runs there.

@@ -40,6 +40,10 @@ fn promised_wait(max_age: Dur) -> Dur {
     Dur(max_age.0 / 100 * (100 - MAX_AGE_HEADROOM_PERCENT))
 }
 
+/// Completions of a class, all tenants, before their mean run time stands in for the default
+/// estimate of a tenant new to the class.
+const CLASS_PRIOR_SAMPLES: u32 = 8;
+
 /// What admission predicts for a job.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Prediction {
@@ -212,7 +216,8 @@ impl Engine {
     }
 
     /// The estimate admission settles on: declared (raised to the class minimum and by the
-    /// tenant's record of underestimation), or learned, or the class's or policy's default.
+    /// tenant's record of underestimation), or learned from the tenant's jobs of the class, or
+    /// from the class's jobs of every tenant, or the class's or policy's default.
     pub(crate) fn effective_estimate(
         &self,
         tenant: Option<TenantIdx>,
@@ -237,6 +242,10 @@ impl Engine {
                 }
                 None => match learned {
                     Some(l) if l.samples > 0 => Dur(l.mean_ns),
+                    // A tenant new to the class: what the class's jobs run, once it is known.
+                    _ if self.classes[class as usize].estimator.samples >= CLASS_PRIOR_SAMPLES => {
+                        Dur(self.classes[class as usize].estimator.mean_ns)
+                    }
                     _ => cp.default_estimate.unwrap_or(self.policy.default_estimate),
                 },
             };
