@@ -119,6 +119,117 @@ struct JobSpecShape {
     gang_min: u32,
 }
 
+/// The largest value a restored counter may hold: no engine counts that far, and one that
+/// claims to would overflow at its next step (fuzz finding F12).
+const COUNTER_MAX: u64 = u64::MAX / 2;
+
+impl SnapshotV1 {
+    /// What a snapshot claims about sizes, checked before anything is allocated from it (fuzz
+    /// finding F11: a 1.2 KB snapshot claimed 750 GB of job slots).
+    fn check_bounds(&self) -> Result<(), String> {
+        let slots = self.job_slots as usize;
+        if slots != self.jobs.len() + self.free_jobs.len() {
+            return Err(format!(
+                "snapshot claims {slots} job slots for {} jobs and {} free slots",
+                self.jobs.len(),
+                self.free_jobs.len()
+            ));
+        }
+        let mut used = vec![false; slots];
+        for slot in self
+            .jobs
+            .iter()
+            .map(|j| j.slot)
+            .chain(self.free_jobs.iter().copied())
+        {
+            match used.get_mut(slot as usize) {
+                Some(u) if !*u => *u = true,
+                Some(_) => return Err(format!("snapshot job slot {slot} used twice")),
+                None => return Err(format!("snapshot job slot {slot} out of range")),
+            }
+        }
+        if self.worker_slots as usize > crate::shape::MAX_WORKERS {
+            return Err(format!(
+                "snapshot claims {} worker slots, more than the {} workers an engine keeps",
+                self.worker_slots,
+                crate::shape::MAX_WORKERS
+            ));
+        }
+        let st = &self.stats;
+        let counters = [
+            st.dispatches,
+            st.backfills,
+            st.preemptions,
+            st.lease_expiries,
+            st.stale_epochs,
+            st.expired,
+            st.failures,
+            st.retries,
+            st.passes,
+            st.candidates_examined,
+            self.seq,
+            self.drr_position,
+        ];
+        if counters.iter().any(|&c| c > COUNTER_MAX) {
+            return Err("snapshot holds a counter out of range".to_string());
+        }
+        Ok(())
+    }
+
+    /// The tree is one: a root first, every other node's parent before it, every tenant and
+    /// class it names in the snapshot, of the kinds the policy's tree shape has, and a node for
+    /// every tenant (fuzz finding F10: a tree without a root, or with indices out of range,
+    /// was accepted and then indexed out of bounds).
+    fn check_tree(&self, tenants: usize, shape: super::state::TreeShape) -> Result<(), String> {
+        use super::state::TreeShape;
+        let root = self.nodes.first().ok_or("snapshot tree has no root")?;
+        if root.kind != 0 || root.parent != u32::MAX {
+            return Err("snapshot tree does not start at its root".to_string());
+        }
+        let mut has_node = vec![false; tenants];
+        for (i, n) in self.nodes.iter().enumerate().skip(1) {
+            if n.parent as usize >= i {
+                return Err(format!(
+                    "snapshot node {i}: parent {} not before it",
+                    n.parent
+                ));
+            }
+            if n.tenant as usize >= tenants {
+                return Err(format!("snapshot node {i}: tenant {} unknown", n.tenant));
+            }
+            if n.class as usize >= self.classes.len() {
+                return Err(format!("snapshot node {i}: class {} unknown", n.class));
+            }
+            let parent_kind = self.nodes[n.parent as usize].kind;
+            let fits = match (shape, n.kind) {
+                (TreeShape::Flat, 3) => parent_kind == 0,
+                (TreeShape::Hierarchical, 1) => parent_kind <= 1,
+                (TreeShape::Hierarchical, 2) => {
+                    parent_kind == 1 && self.nodes[n.parent as usize].tenant == n.tenant
+                }
+                _ => false,
+            };
+            if !fits {
+                return Err(format!(
+                    "snapshot node {i}: kind {} under kind {parent_kind} in a {shape:?} tree",
+                    n.kind
+                ));
+            }
+            if n.kind != 2 {
+                let seen = &mut has_node[n.tenant as usize];
+                if *seen {
+                    return Err(format!("snapshot tenant {} has two nodes", n.tenant));
+                }
+                *seen = true;
+            }
+        }
+        if let Some(t) = has_node.iter().position(|h| !h) {
+            return Err(format!("snapshot tenant {t} has no node"));
+        }
+        Ok(())
+    }
+}
+
 impl JobSpecShape {
     fn of(k: crate::shape::ShapeKey) -> JobSpecShape {
         JobSpecShape {
@@ -420,6 +531,7 @@ impl Engine {
             SnapshotRecord::V1(s) => (s, SnapshotV2::default()),
             SnapshotRecord::V2(s, added) => (s, added),
         };
+        s.check_bounds()?;
         let mut e = Engine::for_replay(config);
         e.restoring = true;
         for r in &s.resources {
@@ -466,6 +578,7 @@ impl Engine {
             t.admitted = snap.admitted;
         }
         // The tree, node for node, with its balances.
+        s.check_tree(e.tenants.len(), e.shape_kind)?;
         e.nodes.clear();
         for t in e.tenants.iter_mut() {
             t.node = None;
