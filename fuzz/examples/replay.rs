@@ -1,8 +1,8 @@
 //! Replays inputs of a fuzz target without libFuzzer, in a plain build: for debugging a
 //! finding with the usual tools, and on machines without cargo-fuzz.
 //!
-//! `cargo run --manifest-path fuzz/Cargo.toml --example replay -- engine_ops FILE...`
-//! (`FAIRWAY_FUZZ_TRACE=1` prints each engine command as it runs), or
+//! `cargo run --manifest-path fuzz/Cargo.toml --example replay -- TARGET FILE...` for any
+//! target (`FAIRWAY_FUZZ_TRACE=1` prints each engine command of `engine_ops` as it runs), or
 //! `... --example replay -- engine_ops --random RUNS SEED` for uniformly random inputs (a
 //! crashing one is left in `random-input-N`).
 
@@ -11,8 +11,16 @@ fn main() {
     let target = args.next().unwrap_or_default();
     let run: fn(&[u8]) = match target.as_str() {
         "engine_ops" => fairway_fuzz::engine_ops::run,
+        "engine_restore" => fairway_fuzz::engine_restore::run,
+        "policy_toml" => fairway_fuzz::policy_toml::run,
+        "scenario_toml" => fairway_fuzz::scenario_toml::run,
+        "store_record" => fairway_fuzz::store_record::run,
+        "swf" => fairway_fuzz::swf::run,
         other => {
-            eprintln!("error: unknown or unsupported target {other:?}; supported: engine_ops");
+            eprintln!(
+                "error: unknown target {other:?}; targets: engine_ops, engine_restore, \
+                 policy_toml, scenario_toml, store_record, swf"
+            );
             std::process::exit(2);
         }
     };

@@ -7,6 +7,8 @@
 
 #![warn(missing_docs)]
 
+#[cfg(feature = "bench-rig")]
+pub mod bench_rig;
 pub mod config;
 mod engine;
 pub mod event;

@@ -12,10 +12,19 @@
 //!   exactly as it was before the turn;
 //! - **a torn last commit** ([`MemStore::tear_last_record`]): the process died during the
 //!   commit's flush and the disk came back without that batch, as redb's and PostgreSQL's
-//!   recoveries roll back a torn transaction whole; the turn's answers are lost. A copy of the
+//!   recoveries roll back a torn transaction whole; the turn's answers are lost. Copies of the
 //!   disk with the last record's bytes damaged must be refused by recovery, naming that LSN;
 //! - **a crash between commit and reply**: the turn's answers are lost, and after the restart
 //!   everything the turn accepted or finished must be there;
+//! - **a snapshot write that fails** ([`MemStore::fail_next_snapshot`]), having reached the disk
+//!   or not: the turn's answers, sent before the snapshot, stand; the writer must stop applying
+//!   anything; a restart must find the state of the last commit, from the new snapshot or from
+//!   the previous one and the log;
+//! - **a torn snapshot** ([`MemStore::tear_last_snapshot`]): the process died during the
+//!   snapshot's flush and the disk came back with the snapshot before it and the events the new
+//!   one pruned. Copies of the disk with the new snapshot's bytes damaged (cut short, a bit
+//!   flipped) must be refused by recovery, naming the snapshot's LSN, and the server must not
+//!   start on them: there is nothing to fall back on, since a snapshot prunes the log it covers;
 //! - **a clean restart**, and **clock faults**: the server's clock jumps forward (leases and
 //!   deadlines expire at once), each process starts with its own skew (possibly behind the
 //!   last event), and each worker heartbeats by its own clock, some too slowly to keep their
@@ -44,7 +53,8 @@ use fairway_core::{
     WorkerOffer,
 };
 use fairway_store::{
-    Batch, CodecError, CorruptReason, EventStore, Lsn, MemDisk, MemStore, Recovered, StoreError,
+    Batch, CodecError, CorruptReason, EventStore, Lsn, MemDisk, MemStore, Recovered,
+    SnapshotFailure, StoreError,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -200,6 +210,14 @@ pub struct Report {
     pub crashes: u64,
     /// Clean restarts.
     pub clean_restarts: u64,
+    /// Snapshots written (each also checked refused once damaged, cut short and by a bit).
+    pub snapshots: u64,
+    /// Snapshot writes that failed by injection: nothing written, or written all the same.
+    pub failed_snapshots: u64,
+    /// Of which written all the same.
+    pub failed_snapshots_written: u64,
+    /// Snapshots torn by a crash during their flush (the disk came back without them).
+    pub torn_snapshots: u64,
     /// Forward jumps of the server's clock.
     pub clock_jumps: u64,
     /// Workers that died holding or awaiting leases.
@@ -224,6 +242,10 @@ impl Report {
         self.torn += o.torn;
         self.crashes += o.crashes;
         self.clean_restarts += o.clean_restarts;
+        self.snapshots += o.snapshots;
+        self.failed_snapshots += o.failed_snapshots;
+        self.failed_snapshots_written += o.failed_snapshots_written;
+        self.torn_snapshots += o.torn_snapshots;
         self.clock_jumps += o.clock_jumps;
         self.worker_deaths += o.worker_deaths;
         self.stale_refused += o.stale_refused;
@@ -237,7 +259,8 @@ impl Report {
         format!(
             "{} steps, {} commands, {} events, {} jobs acknowledged, {} succeeded, {} leases ({} of gangs); \
              faults: {} failed commits, {} torn commits, {} crashes before replies, {} clean \
-             restarts, {} clock jumps, {} worker deaths; {} stale calls refused",
+             restarts, {} clock jumps, {} worker deaths; {} snapshots ({} failed, {} of them \
+             written, {} torn); {} stale calls refused",
             self.steps,
             self.commands,
             self.events,
@@ -251,6 +274,10 @@ impl Report {
             self.clean_restarts,
             self.clock_jumps,
             self.worker_deaths,
+            self.snapshots,
+            self.failed_snapshots,
+            self.failed_snapshots_written,
+            self.torn_snapshots,
             self.stale_refused
         ) + &format!(
             "; events: {}",
@@ -368,6 +395,22 @@ impl EventStore for SimStore {
 
 type Rx<T> = oneshot::Receiver<Result<T, Unavailable>>;
 
+/// A record on the disk, named as the store's errors name it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Record {
+    Event(Lsn),
+    Snapshot(Lsn),
+}
+
+impl std::fmt::Display for Record {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Record::Event(lsn) => write!(f, "log record at LSN {lsn}"),
+            Record::Snapshot(lsn) => write!(f, "snapshot at LSN {lsn}"),
+        }
+    }
+}
+
 /// A lease a worker holds.
 #[derive(Clone, Debug)]
 struct Held {
@@ -481,6 +524,8 @@ struct Sim {
     workers: Vec<SimWorker>,
     /// Jobs accepted by a turn whose answers were lost in a crash: they must be there after.
     must_exist: Vec<String>,
+    /// The running store will fail its next snapshot write, so (until the process dies).
+    snapshot_fault: Option<SnapshotFailure>,
 }
 
 /// An instant as seconds since the simulation's start.
@@ -554,6 +599,7 @@ impl Sim {
             waiting: Vec::new(),
             workers,
             must_exist: Vec::new(),
+            snapshot_fault: None,
         };
         let worker_line: Vec<String> = sim
             .workers
@@ -663,6 +709,8 @@ impl Sim {
                 h.busy = false;
             }
         }
+        // A pending fault belongs to the process's store, and dies with it.
+        self.snapshot_fault = None;
         // Each process has its own clock: up to 3 s either way of true time.
         self.skew = self.rng.range(0, 6_000) as i64 * 1_000_000 - 3_000_000_000;
     }
@@ -684,14 +732,34 @@ impl Sim {
         if fail_commit {
             self.writer().store_mut().inner.fail_next_commit();
         }
+        // Now and then the store will fail its next snapshot write (whenever the writer takes
+        // one), having written it or not.
+        let mut armed = "";
+        if self.snapshot_fault.is_none() && self.rng.chance(30) {
+            let how = if self.rng.chance(500) {
+                armed = " FAIL-NEXT-SNAPSHOT(not written)";
+                SnapshotFailure::NotWritten
+            } else {
+                armed = " FAIL-NEXT-SNAPSHOT(written)";
+                SnapshotFailure::Written
+            };
+            self.writer().store_mut().inner.fail_next_snapshot(how);
+            self.snapshot_fault = Some(how);
+        }
         let (commands, described) = self.commands();
         self.report.commands += commands.len() as u64;
         let before_lsn = self.writer().store_mut().last_lsn();
+        let snapshots_before = self.snapshots.load(Ordering::Relaxed);
         let now = self.server_now();
         let result = self.writer().step(now, commands);
         let lsn = self.writer().store_mut().last_lsn();
+        let armed_snapshot = self.snapshot_fault.is_some();
+        let store = &self.writer().store_mut().inner;
+        let commit_failed = fail_commit && !store.commit_fault_pending();
+        let snapshot_failed = armed_snapshot && !store.snapshot_fault_pending();
+        let snapshotted = self.snapshots.load(Ordering::Relaxed) > snapshots_before;
         self.line(format!(
-            "{:>5} t={} srv={}{note}{}: [{}] -> {}",
+            "{:>5} t={} srv={}{note}{}{armed}: [{}] -> {}{}",
             self.step_no,
             ms(self.time),
             ms(now),
@@ -701,15 +769,28 @@ impl Sim {
                 Ok(()) if lsn > before_lsn => format!("committed LSN {}..={lsn}", before_lsn + 1),
                 Ok(()) => "nothing to commit".to_string(),
                 Err(e) => format!("ERROR {e}"),
+            },
+            if snapshotted {
+                format!("; snapshot at LSN {lsn}")
+            } else {
+                String::new()
             }
         ));
 
-        if let Err(e) = result {
-            if !fail_commit {
-                return Err(format!("a turn failed without an injected fault: {e}"));
+        match result {
+            Err(_) if commit_failed => {
+                self.report.failed_commits += 1;
+                return self.after_failed_commit();
             }
-            self.report.failed_commits += 1;
-            return self.after_failed_commit();
+            Err(_) if snapshot_failed => return self.after_failed_snapshot(),
+            Err(e) => return Err(format!("a turn failed without an injected fault: {e}")),
+            Ok(()) if commit_failed => {
+                return Err("the writer went on after its commit failed".into());
+            }
+            Ok(()) if snapshot_failed => {
+                return Err("the writer went on after its snapshot failed".into());
+            }
+            Ok(()) => {}
         }
         if fail_commit {
             // Nothing was committed (a read-only turn): the fault is still pending; the store
@@ -728,25 +809,85 @@ impl Sim {
 
         self.collect()?;
         self.check()?;
+        if snapshotted {
+            self.report.snapshots += 1;
+            self.check_damage_refused(Record::Snapshot(lsn))?;
+            // The answers went out before the snapshot; the process dies during its flush.
+            if self.rng.chance(250) {
+                return self.tear_snapshot("after the answers");
+            }
+        }
         if self.rng.chance(5) {
-            self.report.clean_restarts += 1;
-            self.line("       clean stop and restart".into());
-            let writer = self.writer.take().expect("a running writer");
-            writer.stop()?;
-            self.collect()?;
-            self.kill_process();
-            self.start_process()?;
+            return self.clean_restart();
         }
         Ok(())
     }
 
-    /// A commit failed: every answer of the turn is `Unavailable`, the writer applies nothing
-    /// more, and a restart finds the store as it was before the turn.
-    fn after_failed_commit(&mut self) -> Result<(), String> {
-        if !self.writer().is_stopped() {
-            return Err("the writer did not stop after its commit failed".into());
+    /// A clean stop (which snapshots, and may fail doing so), and a restart.
+    fn clean_restart(&mut self) -> Result<(), String> {
+        self.report.clean_restarts += 1;
+        self.line("       clean stop and restart".into());
+        let writer = self.writer.take().expect("a running writer");
+        match writer.stop() {
+            Ok(store) => {
+                if self.snapshot_fault.is_some() && !store.inner.snapshot_fault_pending() {
+                    return Err("a clean stop succeeded though its snapshot failed".into());
+                }
+            }
+            Err(e) if self.snapshot_fault.is_some() => {
+                self.count_failed_snapshot();
+                self.line(format!("       SNAPSHOT FAILED at the clean stop: {e}"));
+            }
+            Err(e) => return Err(e),
         }
-        // A command sent after the failure is not applied and not answered.
+        // The parked long polls were answered (empty) before the snapshot.
+        self.collect()?;
+        self.kill_process();
+        self.start_process()
+    }
+
+    fn count_failed_snapshot(&mut self) {
+        self.report.failed_snapshots += 1;
+        if self.snapshot_fault == Some(SnapshotFailure::Written) {
+            self.report.failed_snapshots_written += 1;
+        }
+    }
+
+    /// A snapshot write failed after the turn committed and answered: the answers stand (each
+    /// backed by the log), the disk holds the state of that commit (from the previous snapshot
+    /// and the log, or from the new snapshot), the writer applies nothing more, and a restart
+    /// recovers that state.
+    fn after_failed_snapshot(&mut self) -> Result<(), String> {
+        self.count_failed_snapshot();
+        self.collect()?;
+        self.check()?;
+        self.check_stopped("its snapshot failed")?;
+        self.line("       SNAPSHOT FAILED: the writer stopped; restart".into());
+        self.kill_process();
+        self.start_process()
+    }
+
+    /// The process dies during a snapshot's flush, and the disk comes back without it: the
+    /// previous snapshot and the events the new one pruned. A restart must recover the state
+    /// of the last commit from them.
+    fn tear_snapshot(&mut self, when: &str) -> Result<(), String> {
+        if !self.writer().store_mut().inner.tear_last_snapshot() {
+            return Err("the turn snapshotted, but its last write was not a snapshot".into());
+        }
+        self.report.torn_snapshots += 1;
+        self.line(format!(
+            "       TORN SNAPSHOT ({when}): the disk came back with the one before it and the log"
+        ));
+        self.kill_process();
+        self.start_process()
+    }
+
+    /// After a failed write: the writer has stopped, and a command sent to it now is neither
+    /// applied nor answered.
+    fn check_stopped(&mut self, after: &str) -> Result<(), String> {
+        if !self.writer().is_stopped() {
+            return Err(format!("the writer did not stop after {after}"));
+        }
         let (tx, rx) = oneshot::channel();
         let probe = Command::Status {
             job: "probe".into(),
@@ -760,6 +901,13 @@ impl Sim {
         if let Ok(Ok(_)) = { rx }.try_recv() {
             return Err("a stopped writer answered a status read".into());
         }
+        Ok(())
+    }
+
+    /// A commit failed: every answer of the turn is `Unavailable`, the writer applies nothing
+    /// more, and a restart finds the store as it was before the turn.
+    fn after_failed_commit(&mut self) -> Result<(), String> {
+        self.check_stopped("its commit failed")?;
         for w in std::mem::take(&mut self.waiting) {
             if let Some(what) = answered_ok(w) {
                 return Err(format!("a turn whose commit failed answered {what}"));
@@ -783,13 +931,11 @@ impl Sim {
     /// The process dies right after the turn's commit (`tear`: during its flush, and the disk
     /// comes back without the batch). No client hears an answer of the turn.
     fn crash_after_turn(&mut self, tear: bool, before_lsn: Lsn, lsn: Lsn) -> Result<(), String> {
+        let mut torn_snapshot = false;
         if tear {
-            self.report.torn += 1;
-            self.check_torn_frame_detected(lsn)?;
-            if !self.writer().store_mut().inner.tear_last_record() {
-                // The turn ended with a snapshot: there is no batch to tear; a plain crash.
-                self.line("       crash during the snapshot's flush (nothing to tear)".into());
-            } else {
+            self.check_damage_refused(Record::Event(lsn))?;
+            if self.writer().store_mut().inner.tear_last_record() {
+                self.report.torn += 1;
                 self.line(format!(
                     "       TORN: the commit of LSN {}..={lsn} never reached the disk; answers lost",
                     before_lsn + 1
@@ -802,6 +948,9 @@ impl Sim {
                 self.kill_process();
                 return self.start_process();
             }
+            // The turn ended with a snapshot: its batch is durable, and what the crash tears is
+            // the snapshot's flush.
+            torn_snapshot = true;
         } else {
             self.report.crashes += 1;
             self.line("       CRASH between commit and answers: answers lost".into());
@@ -821,46 +970,74 @@ impl Sim {
         }
         self.absorb_log();
         self.committed_view = self.writer().engine().durable_view();
+        if torn_snapshot {
+            return self.tear_snapshot("answers lost");
+        }
         self.kill_process();
         self.start_process()
     }
 
-    /// Recovery refuses a disk whose last record is damaged, naming its LSN: a frame cut short
-    /// (as a torn write leaves a record in a log file) fails its length check, a flipped bit
-    /// its CRC. Checked on copies, so that the run goes on with the intact disk.
-    fn check_torn_frame_detected(&mut self, lsn: Lsn) -> Result<(), String> {
+    /// Recovery refuses a disk whose `record` is damaged, naming it: a frame cut short (as a
+    /// torn write leaves a record in a log file) fails its length check, a flipped bit its CRC;
+    /// and the server does not start on it. Checked on copies, so that the run goes on with the
+    /// intact disk. There is nothing to fall back on: a snapshot's events are pruned with it.
+    fn check_damage_refused(&mut self, record: Record) -> Result<(), String> {
         for cut in [true, false] {
             let copy = self.disk.deep_copy();
-            let damaged = if cut {
-                copy.tear_event_frame(lsn)
-            } else {
-                copy.corrupt_event(lsn)
+            let damaged = match (record, cut) {
+                (Record::Event(lsn), true) => copy.tear_event_frame(lsn),
+                (Record::Event(lsn), false) => copy.corrupt_event(lsn),
+                (Record::Snapshot(lsn), true) => copy.tear_snapshot_frame(lsn),
+                (Record::Snapshot(lsn), false) => copy.corrupt_snapshot(lsn),
             };
             if !damaged {
+                if let Record::Snapshot(_) = record {
+                    return Err(format!("the {record} is not on the disk"));
+                }
                 // Pruned by a snapshot in the same turn: nothing to damage.
                 return Ok(());
             }
-            match MemStore::open(copy).recover() {
+            let (damage, check) = if cut {
+                ("cut short", "length")
+            } else {
+                ("with a flipped bit", "CRC")
+            };
+            let refused = match MemStore::open(copy.clone()).recover() {
                 Err(StoreError::Corrupt {
-                    lsn: at,
+                    lsn,
                     reason: CorruptReason::Codec(e),
-                }) if at == lsn
-                    && matches!(
-                        (cut, &e),
-                        (true, CodecError::LengthMismatch { .. })
-                            | (false, CodecError::Checksum { .. })
-                    ) => {}
-                other => {
+                }) => Some((Record::Event(lsn), e)),
+                Err(StoreError::CorruptSnapshot { lsn, reason }) => {
+                    Some((Record::Snapshot(lsn), reason))
+                }
+                _ => None,
+            };
+            let by_its_check = |e: &CodecError| {
+                matches!(
+                    (cut, e),
+                    (true, CodecError::LengthMismatch { .. })
+                        | (false, CodecError::Checksum { .. })
+                )
+            };
+            if !refused
+                .as_ref()
+                .is_some_and(|(at, e)| *at == record && by_its_check(e))
+            {
+                return Err(format!(
+                    "the {record}, {damage}, was not refused by its {check} check: {refused:?}"
+                ));
+            }
+            let mut store = MemStore::open(copy);
+            match recover(&mut store, &self.settings, self.server_now()) {
+                Err(e) if e.contains(&record.to_string()) => {}
+                Err(e) => {
                     return Err(format!(
-                        "the last record (LSN {lsn}), {}, was not refused at its LSN by its \
-                         {}: {:?}",
-                        if cut {
-                            "cut short"
-                        } else {
-                            "with a flipped bit"
-                        },
-                        if cut { "length" } else { "CRC" },
-                        other.map(|r| r.last_lsn())
+                        "the server refused a disk whose {record} is {damage} without naming it: {e}"
+                    ));
+                }
+                Ok(_) => {
+                    return Err(format!(
+                        "the server started on a disk whose {record} is {damage}"
                     ));
                 }
             }

@@ -77,7 +77,8 @@ pub enum StoreError {
     /// An earlier write failed; the store refuses everything until the process restarts and
     /// recovers, because the caller's memory may now be ahead of the disk.
     Poisoned,
-    /// A failure injected by a test ([`crate::MemStore::fail_next_commit`]).
+    /// A failure injected by a test ([`crate::MemStore::fail_next_commit`],
+    /// [`crate::MemStore::fail_next_snapshot`]).
     Injected,
 }
 

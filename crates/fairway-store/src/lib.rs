@@ -31,7 +31,7 @@ mod redb_store;
 pub use codec::{CodecError, decode_event, encode_event};
 pub use error::{CorruptReason, StoreError};
 pub use fairway_core::Event;
-pub use mem::{MemDisk, MemStore};
+pub use mem::{MemDisk, MemStore, SnapshotFailure};
 pub use postgres::{Fence, LeaderRow, Leadership, PgStore};
 #[doc(hidden)]
 pub use redb_store::set_format_version_for_test;

@@ -22,8 +22,24 @@ struct Disk {
     events: BTreeMap<Lsn, Vec<u8>>,
     snapshots: BTreeMap<Lsn, Vec<u8>>,
     payloads: BTreeMap<String, Vec<u8>>,
-    /// How to undo the last write, if it was a batch commit (see [`MemStore::tear_last_record`]).
-    last_commit: Option<Undo>,
+    /// How to undo the last write, as a crash during its flush would (see
+    /// [`MemStore::tear_last_record`] and [`MemStore::tear_last_snapshot`]).
+    last_write: Option<LastWrite>,
+}
+
+#[derive(Debug)]
+enum LastWrite {
+    Batch(Undo),
+    Snapshot(SnapshotUndo),
+}
+
+/// What a snapshot's commit replaced and pruned: the disk before it.
+#[derive(Debug)]
+struct SnapshotUndo {
+    /// The snapshots before it (the one it replaced, at most).
+    snapshots: BTreeMap<Lsn, Vec<u8>>,
+    /// The events it pruned.
+    pruned: BTreeMap<Lsn, Vec<u8>>,
 }
 
 #[derive(Debug)]
@@ -57,6 +73,17 @@ impl MemDisk {
         flip_middle_bit(self.lock().snapshots.get_mut(&lsn))
     }
 
+    /// Test hook: cuts the stored frame of the snapshot at `lsn` short, as a snapshot written
+    /// in place and torn by a crash would be left. Returns whether the record was there.
+    pub fn tear_snapshot_frame(&self, lsn: Lsn) -> bool {
+        cut_short(self.lock().snapshots.get_mut(&lsn))
+    }
+
+    /// The LSN of the latest stored snapshot.
+    pub fn snapshot_lsn(&self) -> Option<Lsn> {
+        self.lock().snapshots.keys().next_back().copied()
+    }
+
     /// Test hook: deletes the event at `lsn`, leaving a hole in the log.
     pub fn remove_event(&self, lsn: Lsn) -> bool {
         self.lock().events.remove(&lsn).is_some()
@@ -76,7 +103,7 @@ impl MemDisk {
                 events: d.events.clone(),
                 snapshots: d.snapshots.clone(),
                 payloads: d.payloads.clone(),
-                last_commit: None,
+                last_write: None,
             })),
         }
     }
@@ -85,13 +112,17 @@ impl MemDisk {
     /// crash leaves a record in a log file: its header claims more bytes than there are.
     /// Returns whether the record was there.
     pub fn tear_event_frame(&self, lsn: Lsn) -> bool {
-        match self.lock().events.get_mut(&lsn) {
-            Some(frame) if frame.len() > 1 => {
-                frame.truncate(frame.len() / 2 + 1);
-                true
-            }
-            _ => false,
+        cut_short(self.lock().events.get_mut(&lsn))
+    }
+}
+
+fn cut_short(frame: Option<&mut Vec<u8>>) -> bool {
+    match frame {
+        Some(frame) if frame.len() > 1 => {
+            frame.truncate(frame.len() / 2 + 1);
+            true
         }
+        _ => false,
     }
 }
 
@@ -106,12 +137,25 @@ fn flip_middle_bit(frame: Option<&mut Vec<u8>>) -> bool {
     }
 }
 
+/// How a snapshot write injected with [`MemStore::fail_next_snapshot`] fails.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SnapshotFailure {
+    /// Nothing reaches the disk: the previous snapshot and every event after it stay.
+    NotWritten,
+    /// The snapshot and its pruning reach the disk, but the call fails all the same: after a
+    /// failed commit redb says the transaction "may already have become durable", so a caller
+    /// cannot tell this case from the other.
+    Written,
+}
+
 /// The in-memory [`EventStore`]: the reference model every backend is tested against, and the
 /// store of the deterministic simulator.
 ///
-/// Faults: [`MemStore::fail_next_commit`] (a commit that fails cleanly), [`MemStore::tear_last_record`]
-/// (a crash during the last commit's fsync), [`MemStore::crash`] and [`MemStore::open`] (a
-/// restart), and the corruption hooks of [`MemDisk`].
+/// Faults: [`MemStore::fail_next_commit`] (a commit that fails cleanly),
+/// [`MemStore::fail_next_snapshot`] (a snapshot write that fails, written or not),
+/// [`MemStore::tear_last_record`] and [`MemStore::tear_last_snapshot`] (a crash during the
+/// last commit's or snapshot's fsync), [`MemStore::crash`] and [`MemStore::open`] (a restart),
+/// and the corruption hooks of [`MemDisk`].
 #[derive(Debug)]
 pub struct MemStore {
     disk: MemDisk,
@@ -119,6 +163,7 @@ pub struct MemStore {
     snapshot_lsn: Option<Lsn>,
     poisoned: bool,
     fail_next_commit: bool,
+    fail_next_snapshot: Option<SnapshotFailure>,
 }
 
 impl Default for MemStore {
@@ -150,6 +195,7 @@ impl MemStore {
             snapshot_lsn,
             poisoned: false,
             fail_next_commit: false,
+            fail_next_snapshot: None,
         }
     }
 
@@ -174,6 +220,24 @@ impl MemStore {
         self.fail_next_commit = true;
     }
 
+    /// Whether a commit failure injected by [`MemStore::fail_next_commit`] has yet to happen.
+    pub fn commit_fault_pending(&self) -> bool {
+        self.fail_next_commit
+    }
+
+    /// The next [`EventStore::put_snapshot`] whose arguments are valid fails with
+    /// [`StoreError::Injected`] and poisons the store, having written the snapshot (and pruned
+    /// the log) or not, as `how` says.
+    pub fn fail_next_snapshot(&mut self, how: SnapshotFailure) {
+        self.fail_next_snapshot = Some(how);
+    }
+
+    /// Whether a snapshot failure injected by [`MemStore::fail_next_snapshot`] has yet to
+    /// happen.
+    pub fn snapshot_fault_pending(&self) -> bool {
+        self.fail_next_snapshot.is_some()
+    }
+
     /// Simulates a torn write of the last commit: the process crashed during that commit's
     /// fsync, and the disk came back without it. The last batch (its events, payload puts and
     /// deletes) is undone on the disk as if it had never been written, and the store is poisoned
@@ -183,11 +247,10 @@ impl MemStore {
     /// returned. Returns `false`, and changes nothing on the disk, if the last write was not a
     /// batch commit (a snapshot, or nothing since the disk was opened).
     pub fn tear_last_record(&mut self) -> bool {
-        self.poisoned = true;
-        let mut disk = self.disk.lock();
-        let Some(undo) = disk.last_commit.take() else {
+        let Some(LastWrite::Batch(undo)) = self.crash_during_last_write(false) else {
             return false;
         };
+        let mut disk = self.disk.lock();
         for lsn in undo.lsns {
             disk.events.remove(&lsn);
         }
@@ -198,6 +261,33 @@ impl MemStore {
             };
         }
         true
+    }
+
+    /// Simulates a torn write of the last snapshot: the process crashed during the snapshot's
+    /// fsync, and the disk came back as it was before: the previous snapshot, and every event
+    /// the new one would have pruned. redb and PostgreSQL roll a torn snapshot transaction back
+    /// whole, as they do a batch (docs/store.md, "A crash at every point of a group commit").
+    /// Poisons the store (the process is dead; [`MemStore::reopen`] to restart).
+    ///
+    /// Returns `false`, and changes nothing on the disk, if the last write was not a snapshot.
+    pub fn tear_last_snapshot(&mut self) -> bool {
+        let Some(LastWrite::Snapshot(undo)) = self.crash_during_last_write(true) else {
+            return false;
+        };
+        let mut disk = self.disk.lock();
+        disk.snapshots = undo.snapshots;
+        disk.events.extend(undo.pruned);
+        true
+    }
+
+    /// The process dies (the store is poisoned) during its last write's flush: takes that
+    /// write's undo if it was a snapshot (`snapshot`) or a batch commit (otherwise).
+    fn crash_during_last_write(&mut self, snapshot: bool) -> Option<LastWrite> {
+        self.poisoned = true;
+        self.disk
+            .lock()
+            .last_write
+            .take_if(|w| matches!(w, LastWrite::Snapshot(_)) == snapshot)
     }
 
     fn check_poisoned(&self) -> Result<(), StoreError> {
@@ -242,7 +332,7 @@ impl MemStore {
             let before = disk.payloads.remove(job);
             undo.payloads.push((job.clone(), before));
         }
-        disk.last_commit = Some(undo);
+        disk.last_write = Some(LastWrite::Batch(undo));
         Ok(last)
     }
 }
@@ -276,11 +366,26 @@ impl EventStore for MemStore {
                 return Err(e);
             }
         };
+        let fault = self.fail_next_snapshot.take();
+        if fault == Some(SnapshotFailure::NotWritten) {
+            self.poisoned = true;
+            return Err(StoreError::Injected);
+        }
         let mut disk = self.disk.lock();
-        disk.snapshots.insert(lsn, frame);
-        disk.snapshots.retain(|&k, _| k >= lsn);
-        disk.events.retain(|&k, _| k > lsn);
-        disk.last_commit = None;
+        // One commit: the snapshot, the older snapshots dropped and the events it covers pruned.
+        // The arguments' check makes `lsn` at least every stored snapshot's LSN, so the new one
+        // is all that stays.
+        let snapshots = std::mem::replace(&mut disk.snapshots, BTreeMap::from([(lsn, frame)]));
+        let pruned = {
+            let after = disk.events.split_off(&(lsn + 1));
+            std::mem::replace(&mut disk.events, after)
+        };
+        disk.last_write = Some(LastWrite::Snapshot(SnapshotUndo { snapshots, pruned }));
+        drop(disk);
+        if fault == Some(SnapshotFailure::Written) {
+            self.poisoned = true;
+            return Err(StoreError::Injected);
+        }
         self.snapshot_lsn = Some(lsn);
         Ok(())
     }
@@ -382,6 +487,129 @@ mod tests {
         assert_eq!(
             store.recover().unwrap().snapshot,
             Some((1, b"snap".to_vec()))
+        );
+    }
+
+    fn events(from: u64, to: u64) -> Batch {
+        Batch::of_events((from..=to).map(|n| eligible(&format!("j{n}"))).collect())
+    }
+
+    fn lsns(recovered: &Recovered) -> Vec<Lsn> {
+        recovered.events.iter().map(|(lsn, _)| *lsn).collect()
+    }
+
+    // Proves: a snapshot write that fails before reaching the disk poisons the store and leaves
+    // the previous snapshot and every event after it, so a restart recovers the same state.
+    #[test]
+    fn failed_snapshot_not_written_keeps_the_previous_snapshot_and_the_log() {
+        let mut store = MemStore::new();
+        store.commit(&events(1, 4)).unwrap();
+        store.put_snapshot(2, b"s2").unwrap();
+        store.commit(&events(5, 6)).unwrap();
+        store.fail_next_snapshot(SnapshotFailure::NotWritten);
+        assert!(store.snapshot_fault_pending());
+        assert!(matches!(
+            store.put_snapshot(6, b"s6"),
+            Err(StoreError::Injected)
+        ));
+        assert!(!store.snapshot_fault_pending());
+        assert!(matches!(
+            store.commit(&events(7, 7)),
+            Err(StoreError::Poisoned)
+        ));
+        let mut store = store.reopen();
+        assert_eq!(store.last_lsn(), 6);
+        let recovered = store.recover().unwrap();
+        assert_eq!(recovered.snapshot, Some((2, b"s2".to_vec())));
+        assert_eq!(lsns(&recovered), vec![3, 4, 5, 6]);
+    }
+
+    // Proves: a snapshot write that reached the disk but still failed poisons the store, and a
+    // restart recovers from that snapshot (the two outcomes of a failed write recover alike).
+    #[test]
+    fn failed_snapshot_written_recovers_from_it() {
+        let mut store = MemStore::new();
+        store.commit(&events(1, 4)).unwrap();
+        store.fail_next_snapshot(SnapshotFailure::Written);
+        assert!(matches!(
+            store.put_snapshot(3, b"s3"),
+            Err(StoreError::Injected)
+        ));
+        assert!(matches!(store.recover(), Err(StoreError::Poisoned)));
+        let mut store = store.reopen();
+        assert_eq!(store.last_lsn(), 4);
+        let recovered = store.recover().unwrap();
+        assert_eq!(recovered.snapshot, Some((3, b"s3".to_vec())));
+        assert_eq!(lsns(&recovered), vec![4]);
+        assert_eq!(store.disk().stored_event_count(), 1);
+    }
+
+    // Proves: tearing the last snapshot brings back the snapshot it replaced and every event it
+    // pruned, and poisons the store; with no snapshot before, the whole log comes back. A batch
+    // cannot be torn as a snapshot, nor a snapshot as a batch.
+    #[test]
+    fn tear_undoes_exactly_the_last_snapshot() {
+        let mut store = MemStore::new();
+        store.commit(&events(1, 3)).unwrap();
+        assert!(!store.tear_last_snapshot());
+        let mut store = store.reopen();
+        store.put_snapshot(2, b"s2").unwrap();
+        assert!(store.tear_last_snapshot());
+        let mut store = store.reopen();
+        let recovered = store.recover().unwrap();
+        assert_eq!(recovered.snapshot, None);
+        assert_eq!(lsns(&recovered), vec![1, 2, 3]);
+
+        store.put_snapshot(2, b"s2").unwrap();
+        store.commit(&events(4, 6)).unwrap();
+        store.put_snapshot(5, b"s5").unwrap();
+        assert_eq!(store.disk().stored_event_count(), 1);
+        assert!(!store.tear_last_record());
+        assert!(matches!(
+            store.commit(&events(7, 7)),
+            Err(StoreError::Poisoned)
+        ));
+        assert!(store.tear_last_snapshot());
+        let mut store = store.reopen();
+        assert_eq!(store.last_lsn(), 6);
+        let recovered = store.recover().unwrap();
+        assert_eq!(recovered.snapshot, Some((2, b"s2".to_vec())));
+        assert_eq!(lsns(&recovered), vec![3, 4, 5, 6]);
+        // Only one level of undo.
+        assert!(!store.tear_last_snapshot());
+    }
+
+    // Proves: a snapshot record cut short or with a flipped bit is refused at its LSN by its
+    // length check or its CRC; recovery never falls back to anything else (the events the
+    // snapshot covers are pruned, so nothing else holds that state).
+    #[test]
+    fn damaged_snapshot_is_refused_at_its_lsn() {
+        let mut store = MemStore::new();
+        store.commit(&events(1, 4)).unwrap();
+        store.put_snapshot(3, b"a snapshot of some length").unwrap();
+        assert_eq!(store.disk().snapshot_lsn(), Some(3));
+        for cut in [true, false] {
+            let copy = store.disk().deep_copy();
+            assert!(if cut {
+                copy.tear_snapshot_frame(3)
+            } else {
+                copy.corrupt_snapshot(3)
+            });
+            match MemStore::open(copy).recover() {
+                Err(StoreError::CorruptSnapshot { lsn: 3, reason }) => assert!(
+                    matches!(
+                        (cut, &reason),
+                        (true, codec::CodecError::LengthMismatch { .. })
+                            | (false, codec::CodecError::Checksum { .. })
+                    ),
+                    "{reason:?}"
+                ),
+                other => panic!("a damaged snapshot was not refused: {other:?}"),
+            }
+        }
+        assert!(
+            store.recover().is_ok(),
+            "the copies were damaged, not the disk"
         );
     }
 }

@@ -1,41 +1,26 @@
-//! Crash test: a child process commits batches in a loop and prints each acknowledged LSN; the
-//! parent kills it with SIGKILL mid-load, reopens the directory and checks that everything
-//! acknowledged is there, intact, and that no batch is half-visible. Five rounds on one
-//! directory, so recovery after a crash is also followed by more writes and another crash.
+//! Crash test: a child process commits batches to a `RedbStore` in a loop and prints each
+//! acknowledged LSN; the parent kills it with SIGKILL mid-load, reopens the directory and
+//! checks that everything acknowledged is there, intact, and that no batch is half-visible
+//! (`crash_support`). Five rounds on one directory, so recovery after a crash is also followed
+//! by more writes and another crash.
 //!
 //! SIGKILL ends the process, not the machine: the OS page cache survives, so this proves redb's
 //! atomicity and our recovery path, while durability across power loss rests on the fsync that
 //! `Durability::Immediate` performs (docs/store.md, "Assumptions about the disk").
 
-use fairway_store::conformance::{TempDir, sample_event, sample_events};
-use fairway_store::{Batch, EventStore, Lsn, RedbStore};
-use std::io::{BufRead, BufReader, Write};
+mod crash_support;
+
+use crash_support::{Child, kill_and_check, write_until_killed};
+use fairway_store::RedbStore;
+use fairway_store::conformance::TempDir;
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
 use std::time::Duration;
 
 /// Set only in the child: the data directory to write to.
 const CHILD_ENV: &str = "FAIRWAY_STORE_CRASH_CHILD_DIR";
-/// Events per commit; every batch boundary is a multiple of it.
-const BATCH: u64 = 25;
 /// Kill-and-recover rounds on one directory. A commit split into two transactions is caught
 /// in about three rounds of four, so five rounds miss it about once in a thousand runs.
 const ROUNDS: u32 = 5;
-/// The child snapshots after every this many batches.
-const SNAPSHOT_EVERY: u64 = 20;
-
-fn payload_key(first: Lsn) -> String {
-    format!("batch-{first}")
-}
-
-fn payload_bytes(first: Lsn) -> Vec<u8> {
-    first.to_le_bytes().repeat(8)
-}
-
-fn snapshot_bytes(lsn: Lsn) -> Vec<u8> {
-    format!("snapshot@{lsn}").into_bytes()
-}
 
 /// The child's writer loop. As an ordinary test (no env var) it does nothing; the parent runs
 /// the test binary again with only this test selected and the env var set.
@@ -45,65 +30,7 @@ fn crash_child_writer() {
         return;
     };
     let mut store = RedbStore::open(Path::new(&dir)).expect("child: open");
-    let mut out = std::io::stdout().lock();
-    loop {
-        let first = store.last_lsn() + 1;
-        let batch = Batch {
-            events: sample_events(first, BATCH),
-            put_payloads: vec![(payload_key(first), payload_bytes(first))],
-            // Keep the last two batches' payloads; delete the one before them.
-            delete_payloads: vec![payload_key(first.saturating_sub(2 * BATCH))],
-        };
-        let lsn = store.commit(&batch).expect("child: commit");
-        // Only now is the batch acknowledged.
-        writeln!(out, "ACK {lsn}").expect("child: stdout");
-        out.flush().expect("child: flush");
-        if (lsn / BATCH).is_multiple_of(SNAPSHOT_EVERY) {
-            store
-                .put_snapshot(lsn, &snapshot_bytes(lsn))
-                .expect("child: snapshot");
-        }
-    }
-}
-
-/// Runs the child until ~200 ms after its first acknowledgement, kills it with SIGKILL, and
-/// returns every LSN it acknowledged.
-fn run_and_kill(dir: &Path) -> Vec<Lsn> {
-    let exe = std::env::current_exe().expect("test binary path");
-    let mut child = Command::new(exe)
-        .args([
-            "crash_child_writer",
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD_ENV, dir)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn the child writer");
-    let stdout = child.stdout.take().expect("child stdout");
-    let (tx, rx) = mpsc::channel();
-    let reader = std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if let Some(lsn) = line.strip_prefix("ACK ") {
-                let lsn: Lsn = lsn.parse().expect("ACK line");
-                if tx.send(lsn).is_err() {
-                    break;
-                }
-            }
-        }
-    });
-    let first = rx.recv_timeout(Duration::from_secs(60));
-    if first.is_ok() {
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    child.kill().expect("kill -9 the child");
-    child.wait().expect("reap the child");
-    reader.join().expect("reader thread");
-    let first = first.expect("the child acknowledged nothing within 60 s");
-    std::iter::once(first).chain(rx.iter()).collect()
+    write_until_killed(&mut store);
 }
 
 // Proves: after SIGKILL at an arbitrary point of a commit loop, every acknowledged LSN is
@@ -113,62 +40,16 @@ fn run_and_kill(dir: &Path) -> Vec<Lsn> {
 #[test]
 fn kill_9_mid_load_loses_nothing_acknowledged() {
     let dir = TempDir::new("crash");
-    let mut acked_before = 0;
-    for round in 0..ROUNDS {
-        let acks = run_and_kill(dir.path());
-        assert!(
-            acks.windows(2).all(|w| w[0] < w[1]),
-            "round {round}: acks increase"
-        );
-        assert!(acks[0] > acked_before, "round {round}: continues the log");
-        let acked = *acks.last().expect("at least one ack");
-
-        let mut store = RedbStore::open(dir.path()).expect("reopen after the crash");
-        let last = store.last_lsn();
-        assert!(
-            last >= acked,
-            "round {round}: acknowledged LSN {acked} lost (store ends at {last})"
-        );
-        assert_eq!(
-            last % BATCH,
-            0,
-            "round {round}: the log ends inside a batch (half-visible commit)"
-        );
-        let recovered = store.recover().expect("recover after the crash");
-        let from = match &recovered.snapshot {
-            Some((lsn, bytes)) => {
-                assert_eq!(bytes, &snapshot_bytes(*lsn), "snapshot at {lsn} intact");
-                lsn + 1
-            }
-            None => 1,
-        };
-        let expected: Vec<_> = (from..=last).map(|n| (n, sample_event(n))).collect();
-        assert_eq!(
-            recovered.events.len(),
-            expected.len(),
-            "round {round}: events after the snapshot"
-        );
-        assert!(
-            recovered.events == expected,
-            "round {round}: recovered events differ from those committed"
-        );
-        let newest = last - BATCH + 1;
-        assert_eq!(
-            store.payload(&payload_key(newest)).unwrap(),
-            Some(payload_bytes(newest))
-        );
-        if newest > 2 * BATCH {
-            assert_eq!(
-                store.payload(&payload_key(newest - 2 * BATCH)).unwrap(),
-                None,
-                "the last batch's delete is durable with it"
-            );
-        }
-        println!(
-            "round {round}: {} acks, last acked {acked}, recovered up to {last}, snapshot {:?}",
-            acks.len(),
-            recovered.snapshot.as_ref().map(|(lsn, _)| *lsn)
-        );
-        acked_before = acked;
-    }
+    let child = Child {
+        test: "crash_child_writer",
+        env: CHILD_ENV,
+        value: dir.path().as_os_str(),
+        settle: Duration::from_millis(200),
+    };
+    kill_and_check(
+        ROUNDS,
+        &child,
+        || RedbStore::open(dir.path()).expect("reopen after the crash"),
+        |_| String::new(),
+    );
 }

@@ -2,7 +2,7 @@
 
 use fairway_store::conformance::{TempDir, sample_events};
 use fairway_store::{
-    Batch, DB_FILE_NAME, EventStore, FORMAT_VERSION, RedbStore, StoreError,
+    Batch, CodecError, DB_FILE_NAME, EventStore, FORMAT_VERSION, RedbStore, StoreError,
     set_format_version_for_test,
 };
 
@@ -73,4 +73,71 @@ fn second_opener_is_refused() {
     let _first = RedbStore::open(dir.path()).unwrap();
     let err = RedbStore::open(dir.path()).unwrap_err();
     assert!(err.to_string().contains("already open"), "{err}");
+}
+
+// Proves: a damaged latest snapshot (a flipped bit fails its CRC, a frame cut short its length
+// check) is refused at its LSN, and recovery does not fall back: the commit that wrote it pruned
+// the snapshot before it and the events both cover, so nothing older is left to start from.
+// Refusing writes nothing: the same error comes back after a reopen, the events after the
+// snapshot are still stored, and with the frame restored the store recovers in full.
+#[test]
+fn a_damaged_latest_snapshot_is_refused_not_skipped() {
+    let dir = TempDir::new("bad-snapshot");
+    let mut store = RedbStore::open(dir.path()).unwrap();
+    store
+        .commit(&Batch::of_events(sample_events(1, 4)))
+        .unwrap();
+    store.put_snapshot(2, b"the first snapshot").unwrap();
+    store
+        .commit(&Batch::of_events(sample_events(5, 4)))
+        .unwrap();
+    store.put_snapshot(6, b"the second snapshot").unwrap();
+    store
+        .commit(&Batch::of_events(sample_events(9, 2)))
+        .unwrap();
+    assert_eq!(store.stored_event_count().unwrap(), 4, "events 7 to 10");
+    drop(store);
+
+    let mut original = None;
+    RedbStore::tamper(dir.path(), 6, true, |frame| {
+        original = Some(frame.clone());
+        Some(frame)
+    })
+    .unwrap();
+    let original = original.expect("the snapshot at LSN 6");
+    for cut in [false, true] {
+        let mut damaged = original.clone();
+        if cut {
+            damaged.truncate(damaged.len() / 2);
+        } else {
+            let middle = damaged.len() / 2;
+            damaged[middle] ^= 0x10;
+        }
+        assert!(RedbStore::tamper(dir.path(), 6, true, |_| Some(damaged)).unwrap());
+        for _ in 0..2 {
+            let mut store = RedbStore::open(dir.path()).unwrap();
+            assert_eq!(store.last_lsn(), 10);
+            match store.recover() {
+                Err(StoreError::CorruptSnapshot { lsn: 6, reason }) => assert!(
+                    matches!(
+                        (cut, &reason),
+                        (false, CodecError::Checksum { .. })
+                            | (true, CodecError::LengthMismatch { .. })
+                    ),
+                    "{reason:?}"
+                ),
+                other => panic!("a damaged snapshot was not refused at LSN 6: {other:?}"),
+            }
+            assert_eq!(store.stored_event_count().unwrap(), 4);
+        }
+    }
+    assert!(RedbStore::tamper(dir.path(), 6, true, |_| Some(original)).unwrap());
+    let mut store = RedbStore::open(dir.path()).unwrap();
+    let recovered = store.recover().unwrap();
+    assert_eq!(
+        recovered.snapshot,
+        Some((6, b"the second snapshot".to_vec()))
+    );
+    let lsns: Vec<_> = recovered.events.iter().map(|(lsn, _)| *lsn).collect();
+    assert_eq!(lsns, vec![7, 8, 9, 10]);
 }

@@ -1,8 +1,8 @@
 //! `fairway bench engine`: the cost of one dispatch decision against queue size and tenant
 //! count, outside criterion, with percentiles and memory per queued job.
 //!
-//! The measurement is the one of `crates/fairway-core/benches/decision.rs` (its rig is repeated
-//! here because a bench target cannot be a dependency): an engine with one polling worker of
+//! The measurement is the one of `crates/fairway-core/benches/decision.rs`, on the same rig
+//! (`fairway_core::bench_rig`, feature `bench-rig`): an engine with one polling worker of
 //! capacity cpu = 1 and `queued` jobs spread round-robin over `tenants` tenants; one decision is
 //! a `schedule` that grants one lease plus the `finish` of that lease, timed individually with
 //! `Instant`; after each, a replacement job for the tenant just served is submitted outside the
@@ -16,14 +16,13 @@
 //! Output: one JSON line per configuration on stdout (progress on stderr). Exit codes: 0, or 2
 //! for an invalid argument.
 
-use clap::{Args, Subcommand, ValueEnum};
-use fairway_core::{Admission, Dur, Engine, EngineConfig, JobSpec, Lease, Outcome, Policy};
-use fairway_core::{Time, WorkerOffer};
+use clap::{Args, Subcommand};
+use fairway_core::Policy;
+use fairway_core::bench_rig::{JobIds, Rig};
 use fairway_local::seed002::PriorityTaskScheduler;
 use mimalloc::MiMalloc;
 use serde_json::json;
 use std::alloc::{GlobalAlloc, Layout};
-use std::collections::HashMap;
 use std::hint::black_box;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicIsize, AtomicUsize, Ordering};
@@ -77,7 +76,7 @@ pub struct EngineArgs {
     #[arg(long, default_value_t = 2_000)]
     pub warmup: usize,
     /// How job ids are formed: random (16 hex digits, spread like UUIDs) or sequential (1, 2, ...).
-    #[arg(long, value_enum, default_value = "random")]
+    #[arg(long, default_value = "random")]
     pub job_ids: JobIds,
     /// Skip the comparison with seed 002's two-tier pop.
     #[arg(long)]
@@ -178,158 +177,29 @@ fn allocations(f: impl FnOnce()) -> (isize, usize) {
     )
 }
 
-// ---- The rig (as in fairway-core's benches/decision.rs) --------------------------------------
+// ---- Timing the rig ------------------------------------------------------------------------
 
-/// Declared (and actual) run time of every job: `now` advances by this much per decision, so
-/// that usage equals the estimate and the fair policy's charges are never reconciled.
-const ESTIMATE: Dur = Dur::from_millis(10);
-
-/// An engine with one worker and a fixed backlog, driven one decision at a time.
-struct Rig {
-    engine: Engine,
-    now: Time,
-    tenant_names: Vec<String>,
-    /// Tenant number by name, to find whom a lease's job belonged to.
-    tenant_index: HashMap<String, usize>,
-    next_job: u64,
-    job_ids: JobIds,
-}
-
-/// How job ids are formed. Producers choose ids, and the engine keys its job tables by them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum JobIds {
-    /// 16 hex digits, a bijective mix of a counter: spread like random UUIDs.
-    Random,
-    /// The counter in decimal (`1`, `2`, ...), as many producers number their jobs.
-    Sequential,
-}
-
-impl JobIds {
-    fn name(self) -> &'static str {
-        match self {
-            JobIds::Random => "random",
-            JobIds::Sequential => "sequential",
-        }
+/// Runs `warmup` decisions, then times `decisions` of them one by one; also times the
+/// replacement submissions, separately.
+fn measure(rig: &mut Rig, warmup: usize, decisions: usize) -> Timings {
+    for _ in 0..warmup {
+        let lease = rig.decide();
+        rig.replace(&lease);
     }
-}
-
-/// SplitMix64's finalizer: a bijection on u64 that spreads a counter over all bits.
-fn mix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
-impl Rig {
-    /// An engine running `policy` with one polling worker of capacity cpu = 1, room for
-    /// `max_jobs` live jobs, and no job yet.
-    fn new(policy: Policy, max_jobs: usize, job_ids: JobIds) -> Rig {
-        let config = EngineConfig {
-            capture_events: false,
-            decision_ring: 0,
-            max_jobs,
-            ..Default::default()
-        };
-        let mut engine = Engine::new(Time::ZERO, policy, config);
-        let offer = WorkerOffer {
-            worker: "w0".into(),
-            pool: "default".into(),
-            capacity: [("cpu".into(), 1.0)].into(),
-            labels: Default::default(),
-            max_jobs: u32::MAX,
-        };
-        engine.worker_ready(Time::ZERO, &offer).expect("worker");
-        Rig {
-            engine,
-            now: Time::ZERO,
-            tenant_names: Vec::new(),
-            tenant_index: HashMap::new(),
-            next_job: 0,
-            job_ids,
-        }
+    let mut decide_ns = Vec::with_capacity(decisions);
+    let mut submit_ns = Vec::with_capacity(decisions);
+    for _ in 0..decisions {
+        let start = Instant::now();
+        let lease = black_box(rig.decide());
+        let decided = Instant::now();
+        rig.replace(&lease);
+        let submitted = Instant::now();
+        decide_ns.push(ns(decided - start));
+        submit_ns.push(ns(submitted - decided));
     }
-
-    /// Names `count` more tenants `{prefix}-{i}`; they exist in the engine once they submit.
-    fn add_tenants(&mut self, prefix: &str, count: usize) -> std::ops::Range<usize> {
-        let first = self.tenant_names.len();
-        for i in 0..count {
-            let name = format!("{prefix}-{i}");
-            self.tenant_index.insert(name.clone(), first + i);
-            self.tenant_names.push(name);
-        }
-        first..self.tenant_names.len()
-    }
-
-    /// Submits one job for tenant number `tenant`.
-    fn submit(&mut self, tenant: usize) {
-        self.next_job += 1;
-        let id = match self.job_ids {
-            JobIds::Random => format!("{:016x}", mix(self.next_job)),
-            JobIds::Sequential => self.next_job.to_string(),
-        };
-        let spec = JobSpec {
-            estimate: Some(ESTIMATE),
-            ..JobSpec::new(id, &self.tenant_names[tenant])
-        };
-        let admission = self.engine.submit(self.now, spec);
-        assert!(
-            matches!(admission, Admission::Accepted { .. }),
-            "{admission:?}"
-        );
-    }
-
-    /// One decision: a scheduling pass that grants exactly one lease, and its completion.
-    fn decide(&mut self) -> Lease {
-        let mut leases = self.engine.schedule(self.now);
-        assert_eq!(leases.len(), 1, "one worker, one free slot: one lease");
-        let lease = leases.pop().expect("one lease");
-        self.now = self.now.plus(ESTIMATE);
-        self.engine
-            .finish(
-                self.now,
-                &lease.job,
-                lease.epoch,
-                Outcome::Succeeded,
-                None,
-                None,
-            )
-            .expect("finish a live lease");
-        lease
-    }
-
-    /// Submits a job for the tenant whose job `lease` ran, keeping the backlog's shape.
-    fn replace(&mut self, lease: &Lease) {
-        let status = self
-            .engine
-            .status(&lease.job)
-            .expect("finished jobs are remembered");
-        let tenant = self.tenant_index[&status.tenant];
-        self.submit(tenant);
-    }
-
-    /// Runs `warmup` decisions, then times `decisions` of them one by one; also times the
-    /// replacement submissions, separately.
-    fn measure(&mut self, warmup: usize, decisions: usize) -> Timings {
-        for _ in 0..warmup {
-            let lease = self.decide();
-            self.replace(&lease);
-        }
-        let mut decide_ns = Vec::with_capacity(decisions);
-        let mut submit_ns = Vec::with_capacity(decisions);
-        for _ in 0..decisions {
-            let start = Instant::now();
-            let lease = black_box(self.decide());
-            let decided = Instant::now();
-            self.replace(&lease);
-            let submitted = Instant::now();
-            decide_ns.push(ns(decided - start));
-            submit_ns.push(ns(submitted - decided));
-        }
-        Timings {
-            decide: Percentiles::of(decide_ns),
-            submit: Percentiles::of(submit_ns),
-        }
+    Timings {
+        decide: Percentiles::of(decide_ns),
+        submit: Percentiles::of(submit_ns),
     }
 }
 
@@ -387,7 +257,7 @@ fn powers_of_ten(min: usize, max: usize) -> Vec<usize> {
 fn engine(args: EngineArgs) -> ExitCode {
     let mut policies = Vec::new();
     for name in &args.policies {
-        match Policy::from_text(&format!("[policy]\nname = {name:?}\n")) {
+        match fairway_core::bench_rig::policy(name) {
             Ok(p) => policies.push((name.as_str(), p)),
             Err(_) => {
                 return fail(format!(
@@ -424,7 +294,7 @@ fn engine(args: EngineArgs) -> ExitCode {
         }
     }
     if !args.no_seed002 {
-        let fair = Policy::from_text("[policy]\nname = \"fair\"\n").expect("fair policy");
+        let fair = fairway_core::bench_rig::policy("fair").expect("fair policy");
         for sources in tenant_counts {
             eprintln!("fairway bench: seed 002 pop and fair engine, {sources} sources");
             seed002_line(&fair, sources, &args);
@@ -436,15 +306,11 @@ fn engine(args: EngineArgs) -> ExitCode {
 /// One configuration of the main grid.
 fn decision_line(name: &str, policy: &Policy, queued: usize, tenants: usize, args: &EngineArgs) {
     let mut rig = Rig::new(policy.clone(), queued + 1_024, args.job_ids);
-    rig.add_tenants("tenant", tenants);
+    let tenants_range = rig.add_tenants("tenant", tenants);
     let fill_start = Instant::now();
-    let (bytes, _) = allocations(|| {
-        for k in 0..queued {
-            rig.submit(k % tenants);
-        }
-    });
+    let (bytes, _) = allocations(|| rig.fill(tenants_range, queued));
     let fill_s = fill_start.elapsed().as_secs_f64();
-    let t = rig.measure(args.warmup, args.decisions);
+    let t = measure(&mut rig, args.warmup, args.decisions);
     // Allocation calls of the decisions alone, the replacement submissions not counted.
     let mut calls = 0;
     for _ in 0..ALLOC_SAMPLE_DECISIONS {
@@ -489,15 +355,11 @@ fn idle_line(name: &str, policy: &Policy, idle: usize, args: &EngineArgs) {
         IDLE_ACTIVE_QUEUED + idle + 1_024,
         args.job_ids,
     );
-    for t in rig.add_tenants("idle", idle) {
-        rig.submit(t);
-        rig.decide();
-    }
+    let idle_tenants = rig.add_tenants("idle", idle);
+    rig.idle(idle_tenants);
     let active = rig.add_tenants("tenant", IDLE_ACTIVE_TENANTS);
-    for k in 0..IDLE_ACTIVE_QUEUED {
-        rig.submit(active.start + k % IDLE_ACTIVE_TENANTS);
-    }
-    let t = rig.measure(args.warmup, args.decisions);
+    rig.fill(active, IDLE_ACTIVE_QUEUED);
+    let t = measure(&mut rig, args.warmup, args.decisions);
     let line = json!({
         "bench": "engine_idle_tenants",
         "policy": name,
@@ -566,7 +428,7 @@ fn seed002_line(fair: &Policy, sources: usize, args: &EngineArgs) {
             rig.submit(t);
         }
     }
-    let engine = rig.measure(args.warmup, args.decisions);
+    let engine = measure(&mut rig, args.warmup, args.decisions);
     let line = json!({
         "bench": "seed002_pop",
         "minor_sources": sources,

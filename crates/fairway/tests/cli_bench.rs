@@ -1,6 +1,6 @@
-//! `fairway bench e2e`, `memory` and `restart` at tiny sizes, as a user runs them: each starts
-//! real servers, runs its scenarios, and prints well-formed JSON lines of the peer harness's
-//! shape. The numbers themselves are not checked (a debug build on a shared machine measures
+//! `fairway bench engine`, `e2e`, `memory` and `restart` at tiny sizes, as a user runs them:
+//! `engine` drives the engine's decision rig, the others start real servers and run their
+//! scenarios; each prints well-formed JSON lines (for e2e, of the peer harness's shape). The numbers themselves are not checked (a debug build on a shared machine measures
 //! nothing); that every job was worked, and that each line carries its scenario's fields, is.
 
 use serde_json::Value;
@@ -133,6 +133,51 @@ fn memory_and_restart_report_per_job_resident_memory_and_time_to_ready() {
         "{}",
         restart[1]
     );
+}
+
+// Proves: `fairway bench engine` measures every configuration of its grid, the idle-tenant
+// comparison and seed 002's, with sequential ids too, and that the rig kept each backlog (every
+// timed decision dispatched a job: the p50 is a positive time and memory per job was counted).
+#[test]
+fn engine_measures_its_grid_and_comparisons() {
+    let lines = bench(&[
+        "engine",
+        "--policies",
+        "fair,fifo",
+        "--max-queued",
+        "10000",
+        "--max-tenants",
+        "100",
+        "--decisions",
+        "200",
+        "--warmup",
+        "20",
+        "--job-ids",
+        "sequential",
+    ]);
+    let grid: Vec<&Value> = lines.iter().filter(|l| l["bench"] == "engine").collect();
+    // Per policy: 10^3 and 10^4 queued, by 10 and 100 tenants.
+    assert_eq!(grid.len(), 2 * 2 * 2, "{lines:#?}");
+    for l in &grid {
+        assert_eq!(l["job_ids"], "sequential");
+        assert_eq!(l["decisions"], 200);
+        assert!(l["ns_per_decision_p50"].as_u64().unwrap() > 0, "{l}");
+        assert!(l["bytes_per_queued_job"].as_f64().unwrap() > 0.0, "{l}");
+    }
+    let idle = lines
+        .iter()
+        .filter(|l| l["bench"] == "engine_idle_tenants")
+        .count();
+    assert_eq!(idle, 2 * 2, "{lines:#?}");
+    let seed002 = lines.iter().filter(|l| l["bench"] == "seed002_pop").count();
+    assert_eq!(seed002, 2, "one per tenant count: {lines:#?}");
+
+    let out = Command::new(env!("CARGO_BIN_EXE_fairway"))
+        .args(["bench", "engine", "--job-ids", "uuid"])
+        .output()
+        .expect("run the fairway binary");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--job-ids"));
 }
 
 #[test]

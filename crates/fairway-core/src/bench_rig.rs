@@ -1,0 +1,215 @@
+//! The dispatch-decision rig shared by the criterion benchmark (`benches/decision.rs`) and
+//! `fairway bench engine`, so that both measure exactly the same work. Behind the `bench-rig`
+//! feature: it is not part of the engine's API.
+//!
+//! An engine with one polling worker of capacity cpu = 1 and a backlog spread round-robin over
+//! tenants. One decision ([`Rig::decide`]) is a `schedule` that grants one lease plus the
+//! `finish` of that lease, which frees the capacity for the next decision: the steady-state
+//! work the engine does per job dispatched. After each, [`Rig::replace`] submits a job for the
+//! tenant just served, so that the backlog keeps its exact size and shape.
+//!
+//! The rig is as pure as the engine: it reads no clock (callers time [`Rig::decide`]), and
+//! its simulated time advances by [`ESTIMATE`] per decision.
+
+use crate::hash::FxHashMap;
+use crate::{Admission, Dur, Engine, EngineConfig, JobSpec, Lease, Outcome, Policy, Time};
+use crate::{ConfigError, WorkerOffer};
+
+/// Declared (and actual) run time of every job: `now` advances by this much per decision, so
+/// that usage equals the estimate and the fair policy's charges are never reconciled.
+pub const ESTIMATE: Dur = Dur::from_millis(10);
+
+/// How job ids are formed. Producers choose ids, and the engine keys its job tables by them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JobIds {
+    /// 16 hex digits, a bijective mix of a counter: spread like random UUIDs.
+    Random,
+    /// The counter in decimal (`1`, `2`, ...), as many producers number their jobs.
+    Sequential,
+}
+
+impl JobIds {
+    /// Its name on a command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            JobIds::Random => "random",
+            JobIds::Sequential => "sequential",
+        }
+    }
+}
+
+impl std::str::FromStr for JobIds {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<JobIds, String> {
+        match s {
+            "random" => Ok(JobIds::Random),
+            "sequential" => Ok(JobIds::Sequential),
+            _ => Err(format!("{s:?} is not random or sequential")),
+        }
+    }
+}
+
+/// SplitMix64's finalizer: a bijection on u64 that spreads a counter over all bits.
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// The built-in policy `name` with its defaults (`fair`, `drf`, `fifo`, ...).
+pub fn policy(name: &str) -> Result<Policy, Vec<ConfigError>> {
+    Policy::from_text(&format!("[policy]\nname = {name:?}\n"))
+}
+
+/// An engine with one worker and a fixed backlog, driven one decision at a time.
+pub struct Rig {
+    engine: Engine,
+    now: Time,
+    tenant_names: Vec<String>,
+    /// Tenant number by name, to find whom a lease's job belonged to (lookups only).
+    tenant_index: FxHashMap<String, usize>,
+    next_job: u64,
+    job_ids: JobIds,
+}
+
+impl Rig {
+    /// An engine running `policy` with one polling worker of capacity cpu = 1, room for
+    /// `max_jobs` live jobs, and no job yet.
+    pub fn new(policy: Policy, max_jobs: usize, job_ids: JobIds) -> Rig {
+        let config = EngineConfig {
+            capture_events: false,
+            decision_ring: 0,
+            max_jobs,
+            ..Default::default()
+        };
+        let mut engine = Engine::new(Time::ZERO, policy, config);
+        let offer = WorkerOffer {
+            worker: "w0".into(),
+            pool: "default".into(),
+            capacity: [("cpu".into(), 1.0)].into(),
+            labels: Default::default(),
+            max_jobs: u32::MAX,
+        };
+        engine.worker_ready(Time::ZERO, &offer).expect("worker");
+        Rig {
+            engine,
+            now: Time::ZERO,
+            tenant_names: Vec::new(),
+            tenant_index: FxHashMap::default(),
+            next_job: 0,
+            job_ids,
+        }
+    }
+
+    /// Names `count` more tenants `{prefix}-{i}`; they exist in the engine once they submit.
+    /// Returns their numbers.
+    pub fn add_tenants(&mut self, prefix: &str, count: usize) -> std::ops::Range<usize> {
+        let first = self.tenant_names.len();
+        for i in 0..count {
+            let name = format!("{prefix}-{i}");
+            self.tenant_index.insert(name.clone(), first + i);
+            self.tenant_names.push(name);
+        }
+        first..self.tenant_names.len()
+    }
+
+    /// Submits one job for tenant number `tenant`.
+    pub fn submit(&mut self, tenant: usize) {
+        self.next_job += 1;
+        let id = match self.job_ids {
+            JobIds::Random => format!("{:016x}", mix(self.next_job)),
+            JobIds::Sequential => self.next_job.to_string(),
+        };
+        let spec = JobSpec {
+            estimate: Some(ESTIMATE),
+            ..JobSpec::new(id, &self.tenant_names[tenant])
+        };
+        let admission = self.engine.submit(self.now, spec);
+        assert!(
+            matches!(admission, Admission::Accepted { .. }),
+            "{admission:?}"
+        );
+    }
+
+    /// Submits `queued` jobs spread round-robin over tenants `tenants` (numbers from
+    /// [`Rig::add_tenants`]).
+    pub fn fill(&mut self, tenants: std::ops::Range<usize>, queued: usize) {
+        for k in 0..queued {
+            self.submit(tenants.start + k % tenants.len());
+        }
+    }
+
+    /// Gives each tenant of `tenants` a job and runs it to completion: they exist, and are
+    /// idle with empty queues.
+    pub fn idle(&mut self, tenants: std::ops::Range<usize>) {
+        for t in tenants {
+            self.submit(t);
+            self.decide();
+        }
+    }
+
+    /// One decision: a scheduling pass that grants exactly one lease, and its completion.
+    pub fn decide(&mut self) -> Lease {
+        let mut leases = self.engine.schedule(self.now);
+        assert_eq!(leases.len(), 1, "one worker, one free slot: one lease");
+        let lease = leases.pop().expect("one lease");
+        self.now = self.now.plus(ESTIMATE);
+        self.engine
+            .finish(
+                self.now,
+                &lease.job,
+                lease.epoch,
+                Outcome::Succeeded,
+                None,
+                None,
+            )
+            .expect("finish a live lease");
+        lease
+    }
+
+    /// Submits a job for the tenant whose job `lease` ran, keeping the backlog's shape.
+    pub fn replace(&mut self, lease: &Lease) {
+        let status = self
+            .engine
+            .status(&lease.job)
+            .expect("finished jobs are remembered");
+        let tenant = self.tenant_index[&status.tenant];
+        self.submit(tenant);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Proves: a decision grants one lease and a replacement keeps the backlog's size and its
+    // spread over tenants, under every policy the benchmarks measure.
+    #[test]
+    fn a_decision_and_its_replacement_keep_the_backlog() {
+        for name in ["fair", "drf", "fifo"] {
+            for ids in [JobIds::Random, JobIds::Sequential] {
+                let mut rig = Rig::new(policy(name).unwrap(), 1_000, ids);
+                let idle = rig.add_tenants("idle", 3);
+                rig.idle(idle);
+                let active = rig.add_tenants("tenant", 4);
+                rig.fill(active, 100);
+                for _ in 0..50 {
+                    let lease = rig.decide();
+                    rig.replace(&lease);
+                    assert_eq!(rig.engine.live_jobs(), 100, "{name}");
+                }
+                rig.engine.audit().unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn job_ids_parse_their_names() {
+        for ids in [JobIds::Random, JobIds::Sequential] {
+            assert_eq!(ids.name().parse::<JobIds>(), Ok(ids));
+        }
+        assert!("uuid".parse::<JobIds>().is_err());
+    }
+}
