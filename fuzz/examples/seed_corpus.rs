@@ -10,7 +10,7 @@
 use fairway_core::event::Event;
 use fairway_core::{Engine, EngineConfig, Policy, Time};
 use fairway_fuzz::{engine_ops, store_record};
-use fairway_store::codec::{encode_blob, encode_event, encode_snapshot};
+use fairway_store::codec::{encode_blob, encode_event, encode_events, encode_snapshot};
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -167,6 +167,19 @@ fn main() {
             &[&[1u8][..], payload].concat(),
         );
     }
+    // A group record (one group commit) of one event of each variant, whole and sealed.
+    let group: Vec<Event> = by_kind.values().cloned().collect();
+    let frame = encode_events(&group).unwrap();
+    write(
+        &seeds.join("store_record"),
+        "group",
+        &[&[0u8][..], &frame].concat(),
+    );
+    write(
+        &seeds.join("store_record"),
+        "payload-group",
+        &[&[1u8][..], &frame[fairway_store::codec::FRAME_HEADER_LEN..]].concat(),
+    );
     let smallest = snapshots.iter().min_by_key(|s| s.len()).unwrap();
     let frame = encode_snapshot(smallest).unwrap();
     write(

@@ -1,5 +1,6 @@
-//! `store_record`: the store's record decoders ([`decode_event`], [`decode_snapshot`],
-//! [`decode_blob`]) on arbitrary bytes, and the round trip of whatever decodes.
+//! `store_record`: the store's record decoders ([`decode_event`], [`decode_events`],
+//! [`decode_snapshot`], [`decode_blob`]) on arbitrary bytes, and the round trip of whatever
+//! decodes.
 //!
 //! The first byte chooses the mode; the rest is the input:
 //!
@@ -21,8 +22,8 @@
 
 use fairway_core::{Engine, EngineConfig};
 use fairway_store::codec::{
-    FRAME_HEADER_LEN, decode_blob, decode_event, decode_snapshot, encode_blob, encode_event,
-    encode_snapshot,
+    FRAME_HEADER_LEN, decode_blob, decode_event, decode_events, decode_snapshot, encode_blob,
+    encode_event, encode_events, encode_snapshot, record_len,
 };
 
 /// Frames `payload` as the store does: `[len u32 LE][crc32 u32 LE][payload]`.
@@ -75,6 +76,28 @@ pub fn run(data: &[u8]) {
         let again = encode_event(&decoded).expect("a decoded event encodes");
         let values = (format!("{event:?}"), format!("{decoded:?}"));
         check_round_trip("event", frame, &reencoded, &again, values);
+    }
+    match decode_events(frame) {
+        Ok(events) => {
+            assert_eq!(record_len(frame), Some(events.len() as u64));
+            let reencoded = encode_events(&events).expect("decoded events encode");
+            let decoded = decode_events(&reencoded).expect("re-encoded events decode");
+            let again = encode_events(&decoded).expect("decoded events encode");
+            // A one-event `V1` record re-encodes as a group: compare the groups only.
+            if frame.get(FRAME_HEADER_LEN) == Some(&1) {
+                check_round_trip("group", frame, &reencoded, &again);
+            } else {
+                assert_eq!(again, reencoded, "group: re-encoding is not a fixed point");
+            }
+        }
+        Err((index, _)) => {
+            // Every event takes at least a frame header: damage is named within the bytes.
+            assert!(
+                index <= frame.len() / FRAME_HEADER_LEN,
+                "damage named at event {index} of a record of {} bytes",
+                frame.len()
+            );
+        }
     }
     if let Ok(bytes) = decode_snapshot(frame) {
         let reencoded = encode_snapshot(&bytes).expect("decoded snapshot bytes encode");

@@ -24,13 +24,13 @@
 use crate::observe::Observation;
 use crate::wire::observe::{PoolView, ReserveView};
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric, MetricEncoder};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::{ConstCounter, Counter};
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::Histogram;
-use prometheus_client::registry::{Registry, Unit};
+use prometheus_client::registry::{Metric, Registry, Unit};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::atomic::AtomicU64;
@@ -201,109 +201,132 @@ impl Metrics {
             latest: Arc::new(Mutex::new(None)),
             registry: Registry::default(),
         };
-        registry.register(
-            "admissions",
-            "Submissions by class, outcome and reason (jobs; duplicates excluded)",
-            m.admissions.clone(),
-        );
-        registry.register(
-            "admission_duplicates",
-            "Resubmissions of a known job id (they create nothing)",
-            m.duplicates.clone(),
-        );
-        registry.register_with_unit(
-            "admitted_work",
-            "Estimated work accepted or deferred, in worker-seconds",
-            Unit::Seconds,
-            m.admitted_work.clone(),
-        );
-        registry.register(
-            "jobs_ended",
-            "Jobs that reached a final state, by class and state",
-            m.ended.clone(),
-        );
-        registry.register_with_unit(
-            "expired_work",
-            "Estimated work of jobs dropped at their deadline, in worker-seconds",
-            Unit::Seconds,
-            m.expired_work.clone(),
-        );
-        registry.register(
-            "leases_granted",
-            "Leases granted, by class and whether they borrowed capacity reserved for a higher band",
-            m.leases.clone(),
-        );
-        registry.register(
-            "preemptions",
-            "Preemptions requested, by class of the preempted job",
-            m.preemptions.clone(),
-        );
-        registry.register_with_unit(
-            "stop",
-            "Time from a stop request (preemption or cancel) to the attempt's end (checkpoint and stop time)",
-            Unit::Seconds,
-            m.stop_seconds.clone(),
-        );
-        registry.register_with_unit(
-            "preempted_lost_work",
-            "Run time of preempted attempts that no checkpoint saved, in worker-seconds",
-            Unit::Seconds,
-            m.preempted_lost_work.clone(),
-        );
-        registry.register(
-            "lease_expiries",
-            "Leases that expired without a heartbeat (the attempt was reclaimed), by class",
-            m.lease_expiries.clone(),
-        );
-        registry.register(
-            "lease_refusals",
-            "Heartbeats and completions refused: stale_epoch is an epoch conflict, not_running a stale completion",
-            m.refusals.clone(),
-        );
-        registry.register(
-            "estimate_ratio",
-            "Actual run time over the estimate charged, for attempts that succeeded (1 is exact)",
-            m.estimate_ratio.clone(),
-        );
-        registry.register_with_unit(
-            "engine_call",
-            "Time inside one engine call made by the writer loop (the decision latency)",
-            Unit::Seconds,
-            m.engine_call_seconds.clone(),
-        );
-        registry.register_with_unit(
-            "dispatch",
-            "From the start of the scheduling pass that granted a lease to its delivery to the worker, after the commit",
-            Unit::Seconds,
-            m.dispatch_seconds.clone(),
-        );
-        registry.register_with_unit(
-            "group_commit",
-            "Duration of one group commit (the store's durable write)",
-            Unit::Seconds,
-            m.commit_seconds.clone(),
-        );
-        registry.register(
-            "group_commit_commands",
-            "Commands applied in one group commit",
-            m.commit_commands.clone(),
-        );
-        registry.register(
-            "group_commit_events",
-            "Events made durable by one group commit",
-            m.commit_events.clone(),
-        );
-        registry.register(
-            "writer_queue_depth",
-            "Commands sent to the writer loop and not yet taken by it",
-            m.writer_queue_depth.clone(),
-        );
-        registry.register_with_unit(
-            "observe",
-            "Cost of one observation of the engine (the engine-side metrics and the dashboard)",
-            Unit::Seconds,
-            m.observe_seconds.clone(),
-        );
+        // Each family: its name (after the `fairway_` prefix), help, whether it is in seconds,
+        // and the metric.
+        let families: Vec<(&str, &str, bool, Box<dyn Metric>)> = vec![
+            (
+                "admissions",
+                "Submissions by class, outcome and reason (jobs; duplicates excluded)",
+                false,
+                Box::new(m.admissions.clone()),
+            ),
+            (
+                "admission_duplicates",
+                "Resubmissions of a known job id (they create nothing)",
+                false,
+                Box::new(m.duplicates.clone()),
+            ),
+            (
+                "admitted_work",
+                "Estimated work accepted or deferred, in worker-seconds",
+                true,
+                Box::new(m.admitted_work.clone()),
+            ),
+            (
+                "jobs_ended",
+                "Jobs that reached a final state, by class and state",
+                false,
+                Box::new(m.ended.clone()),
+            ),
+            (
+                "expired_work",
+                "Estimated work of jobs dropped at their deadline, in worker-seconds",
+                true,
+                Box::new(m.expired_work.clone()),
+            ),
+            (
+                "leases_granted",
+                "Leases granted, by class and whether they borrowed capacity reserved for a higher band",
+                false,
+                Box::new(m.leases.clone()),
+            ),
+            (
+                "preemptions",
+                "Preemptions requested, by class of the preempted job",
+                false,
+                Box::new(m.preemptions.clone()),
+            ),
+            (
+                "stop",
+                "Time from a stop request (preemption or cancel) to the attempt's end (checkpoint and stop time)",
+                true,
+                Box::new(m.stop_seconds.clone()),
+            ),
+            (
+                "preempted_lost_work",
+                "Run time of preempted attempts that no checkpoint saved, in worker-seconds",
+                true,
+                Box::new(m.preempted_lost_work.clone()),
+            ),
+            (
+                "lease_expiries",
+                "Leases that expired without a heartbeat (the attempt was reclaimed), by class",
+                false,
+                Box::new(m.lease_expiries.clone()),
+            ),
+            (
+                "lease_refusals",
+                "Heartbeats and completions refused: stale_epoch is an epoch conflict, not_running a stale completion",
+                false,
+                Box::new(m.refusals.clone()),
+            ),
+            (
+                "estimate_ratio",
+                "Actual run time over the estimate charged, for attempts that succeeded (1 is exact)",
+                false,
+                Box::new(m.estimate_ratio.clone()),
+            ),
+            (
+                "engine_call",
+                "Time inside one engine call made by the writer loop (the decision latency)",
+                true,
+                Box::new(m.engine_call_seconds.clone()),
+            ),
+            (
+                "dispatch",
+                "From the start of the scheduling pass that granted a lease to its delivery to the worker, after the commit",
+                true,
+                Box::new(m.dispatch_seconds.clone()),
+            ),
+            (
+                "group_commit",
+                "Duration of one group commit (the store's durable write)",
+                true,
+                Box::new(m.commit_seconds.clone()),
+            ),
+            (
+                "group_commit_commands",
+                "Commands applied in one group commit",
+                false,
+                Box::new(m.commit_commands.clone()),
+            ),
+            (
+                "group_commit_events",
+                "Events made durable by one group commit",
+                false,
+                Box::new(m.commit_events.clone()),
+            ),
+            (
+                "writer_queue_depth",
+                "Commands sent to the writer loop and not yet taken by it",
+                false,
+                Box::new(m.writer_queue_depth.clone()),
+            ),
+            (
+                "observe",
+                "Cost of one observation of the engine (the engine-side metrics and the dashboard)",
+                true,
+                Box::new(m.observe_seconds.clone()),
+            ),
+        ];
+        for (name, help, seconds, metric) in families {
+            let metric = Registered(metric);
+            if seconds {
+                registry.register_with_unit(name, help, Unit::Seconds, metric);
+            } else {
+                registry.register(name, help, metric);
+            }
+        }
         registry.register_collector(Box::new(EngineCollector {
             latest: m.latest.clone(),
         }));
@@ -336,6 +359,24 @@ impl Metrics {
         let mut out = String::new();
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out
+    }
+}
+
+/// A metric of any kind, to register from one table.
+#[derive(Debug)]
+struct Registered(Box<dyn Metric>);
+
+impl EncodeMetric for Registered {
+    fn encode(&self, encoder: MetricEncoder) -> Result<(), fmt::Error> {
+        self.0.encode(encoder)
+    }
+
+    fn metric_type(&self) -> MetricType {
+        self.0.metric_type()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
     }
 }
 
@@ -427,6 +468,22 @@ fn family<L: EncodeLabelSet>(
     Ok(())
 }
 
+/// A gauge family of amounts by resource: its name, help, and which amounts it reads.
+type Amounts<P> = (&'static str, &'static str, P);
+
+/// Writes one gauge family per entry of `families`, its samples made by `samples` from the
+/// entry's choice of amounts.
+fn amount_families<P: Copy, L: EncodeLabelSet>(
+    encoder: &mut DescriptorEncoder,
+    families: impl IntoIterator<Item = Amounts<P>>,
+    samples: impl Fn(P) -> Vec<(L, f64)>,
+) -> Result<(), fmt::Error> {
+    for (name, help, pick) in families {
+        family(encoder, name, help, None, false, samples(pick))?;
+    }
+    Ok(())
+}
+
 /// One unlabelled constant gauge.
 fn gauge(
     encoder: &mut DescriptorEncoder,
@@ -453,13 +510,40 @@ impl Collector for EngineCollector {
         let stats = o.stats.clone();
         let o = &o.view;
         let secs = Some(&Unit::Seconds);
-        gauge(
-            &mut e,
-            "policy_version",
-            "The policy version in force",
-            None,
-            o.policy_version as f64,
-        )?;
+        for (name, help, unit, value) in [
+            (
+                "policy_version",
+                "The policy version in force",
+                None,
+                o.policy_version as f64,
+            ),
+            (
+                "live_jobs",
+                "Jobs deferred, queued or running",
+                None,
+                o.live_jobs as f64,
+            ),
+            (
+                "queued_jobs",
+                "Jobs waiting in queues",
+                None,
+                o.queued_jobs as f64,
+            ),
+            (
+                "observation_age",
+                "Age of the engine observation these series come from",
+                secs,
+                computed_at.elapsed().as_secs_f64(),
+            ),
+            (
+                "observation_complete",
+                "1 when every tenant with jobs was examined, so per-class backlog and age are exact (always, since observations are one census of the engine)",
+                None,
+                if o.complete { 1.0 } else { 0.0 },
+            ),
+        ] {
+            gauge(&mut e, name, help, unit, value)?;
+        }
         family(
             &mut e,
             "policy_info",
@@ -473,129 +557,87 @@ impl Collector for EngineCollector {
                 1.0,
             )],
         )?;
-        gauge(
-            &mut e,
-            "live_jobs",
-            "Jobs deferred, queued or running",
-            None,
-            o.live_jobs as f64,
-        )?;
-        gauge(
-            &mut e,
-            "queued_jobs",
-            "Jobs waiting in queues",
-            None,
-            o.queued_jobs as f64,
-        )?;
-        gauge(
-            &mut e,
-            "observation_age",
-            "Age of the engine observation these series come from",
-            secs,
-            computed_at.elapsed().as_secs_f64(),
-        )?;
-        gauge(
-            &mut e,
-            "observation_complete",
-            "1 when every tenant with jobs was examined, so per-class backlog and age are exact (always, since observations are one census of the engine)",
-            None,
-            if o.complete { 1.0 } else { 0.0 },
-        )?;
         let classes = &o.classes;
-        if o.complete {
-            family(
-                &mut e,
+        // Per class: name, help, unit, whether a counter, whether it needs a complete census,
+        // and the class's value (none: the class is left out).
+        type ClassFamily<'a> = (
+            &'a str,
+            &'a str,
+            Option<&'a Unit>,
+            bool,
+            bool,
+            fn(&crate::wire::observe::ClassView) -> Option<f64>,
+        );
+        let per_class: [ClassFamily; 7] = [
+            (
                 "class_queued_jobs",
                 "Jobs waiting, by class",
                 None,
                 false,
-                classes.iter().map(|c| {
-                    (
-                        ClassLabels {
-                            class: c.name.clone(),
-                        },
-                        c.queued.unwrap_or(0) as f64,
-                    )
-                }),
-            )?;
-            family(
-                &mut e,
+                true,
+                |c| Some(c.queued.unwrap_or(0) as f64),
+            ),
+            (
                 "class_oldest_queue_age",
                 "Age of the oldest waiting job, by class (0 when none waits)",
                 secs,
                 false,
-                classes.iter().map(|c| {
-                    (
-                        ClassLabels {
-                            class: c.name.clone(),
-                        },
-                        c.oldest_age_s.unwrap_or(0.0),
-                    )
-                }),
-            )?;
+                true,
+                |c| Some(c.oldest_age_s.unwrap_or(0.0)),
+            ),
+            (
+                "class_predicted_start",
+                "What admission predicts now as the wait of a default-demand job of the class (absent when no live worker can run it)",
+                secs,
+                false,
+                false,
+                |c| c.predicted_start_s,
+            ),
+            (
+                "deadline_misses",
+                "Jobs whose deadline passed before they finished, by class (the engine's count)",
+                None,
+                true,
+                false,
+                |c| Some(c.deadline_misses as f64),
+            ),
+            (
+                "class_charged_work",
+                "Work charged for finished attempts, by class, in worker-seconds (the engine's books)",
+                secs,
+                true,
+                false,
+                |c| Some(c.charged_ws),
+            ),
+            (
+                "class_underestimated_work",
+                "Actual run time above the estimates, summed, by class, in worker-seconds (the engine's debt)",
+                secs,
+                true,
+                false,
+                |c| Some(c.debt_ws),
+            ),
+            (
+                "class_unplaceable_jobs",
+                "Jobs waiting that no live worker can run, by class",
+                None,
+                false,
+                false,
+                |c| Some(c.unplaceable as f64),
+            ),
+        ];
+        for (name, help, unit, counter, whole, value) in per_class {
+            if whole && !o.complete {
+                continue;
+            }
+            let samples = classes.iter().filter_map(|c| {
+                let labels = ClassLabels {
+                    class: c.name.clone(),
+                };
+                value(c).map(|v| (labels, v))
+            });
+            family(&mut e, name, help, unit, counter, samples)?;
         }
-        family(
-            &mut e,
-            "class_predicted_start",
-            "What admission predicts now as the wait of a default-demand job of the class (absent when no live worker can run it)",
-            secs,
-            false,
-            classes.iter().filter_map(|c| {
-                c.predicted_start_s.map(|s| {
-                    (
-                        ClassLabels {
-                            class: c.name.clone(),
-                        },
-                        s,
-                    )
-                })
-            }),
-        )?;
-        family(
-            &mut e,
-            "deadline_misses",
-            "Jobs whose deadline passed before they finished, by class (the engine's count)",
-            None,
-            true,
-            classes.iter().map(|c| {
-                (
-                    ClassLabels {
-                        class: c.name.clone(),
-                    },
-                    c.deadline_misses as f64,
-                )
-            }),
-        )?;
-        family(
-            &mut e,
-            "class_charged_work",
-            "Work charged for finished attempts, by class, in worker-seconds (the engine's books)",
-            secs,
-            true,
-            classes.iter().map(|c| {
-                (
-                    ClassLabels {
-                        class: c.name.clone(),
-                    },
-                    c.charged_ws,
-                )
-            }),
-        )?;
-        family(
-            &mut e,
-            "class_underestimated_work",
-            "Actual run time above the estimates, summed, by class, in worker-seconds (the engine's debt)",
-            secs,
-            true,
-            classes.iter().map(|c| {
-                (
-                    ClassLabels {
-                        class: c.name.clone(),
-                    },
-                    c.debt_ws,
-                )
-            }),
-        )?;
         // Pools the policy does not declare share one label, `undeclared`, so that workers
         // naming new pools cannot add series: sum them.
         let mut by_label: BTreeMap<&str, PoolTotals> = BTreeMap::new();
@@ -640,30 +682,25 @@ impl Collector for EngineCollector {
                 })
                 .collect::<Vec<_>>()
         };
-        family(
-            &mut e,
-            "pool_capacity",
-            "Capacity of the live workers, by pool and resource",
-            None,
-            false,
-            per_resource(|t| &t.capacity),
-        )?;
-        family(
-            &mut e,
-            "pool_used",
-            "Capacity held by running attempts, by pool and resource",
-            None,
-            false,
-            per_resource(|t| &t.used),
-        )?;
-        family(
-            &mut e,
-            "pool_borrowed",
-            "Capacity held by running attempts that borrowed capacity reserved for a higher band, by pool and resource",
-            None,
-            false,
-            per_resource(|t| &t.borrowed),
-        )?;
+        type PoolAmounts = fn(&PoolTotals) -> &BTreeMap<String, f64>;
+        let pool_amounts: [Amounts<PoolAmounts>; 3] = [
+            (
+                "pool_capacity",
+                "Capacity of the live workers, by pool and resource",
+                |t| &t.capacity,
+            ),
+            (
+                "pool_used",
+                "Capacity held by running attempts, by pool and resource",
+                |t| &t.used,
+            ),
+            (
+                "pool_borrowed",
+                "Capacity held by running attempts that borrowed capacity reserved for a higher band, by pool and resource",
+                |t| &t.borrowed,
+            ),
+        ];
+        amount_families(&mut e, pool_amounts, per_resource)?;
         // Per pool label and class (zero included): jobs waiting that some live worker of the
         // pool could run.
         let label_of: BTreeMap<&str, &str> = o
@@ -699,21 +736,6 @@ impl Collector for EngineCollector {
                 )
             }),
         )?;
-        family(
-            &mut e,
-            "class_unplaceable_jobs",
-            "Jobs waiting that no live worker can run, by class",
-            None,
-            false,
-            classes.iter().map(|c| {
-                (
-                    ClassLabels {
-                        class: c.name.clone(),
-                    },
-                    c.unplaceable as f64,
-                )
-            }),
-        )?;
         let declared: Vec<&PoolView> = o.pools.iter().filter(|p| p.label == p.name).collect();
         let reserves: Vec<(&PoolView, &ReserveView)> = declared
             .iter()
@@ -738,30 +760,25 @@ impl Collector for EngineCollector {
                 })
                 .collect::<Vec<_>>()
         };
-        family(
-            &mut e,
-            "reserve_capacity",
-            "Capacity of a declared pool held for a class (its reserve fraction of the live capacity), by resource",
-            None,
-            false,
-            reserve_amounts(|r| &r.reserved),
-        )?;
-        family(
-            &mut e,
-            "reserve_used",
-            "Capacity of a declared pool held by the running attempts of a class with a reserve there, by resource (above fairway_reserve_capacity: it uses more than its reserve)",
-            None,
-            false,
-            reserve_amounts(|r| &r.used),
-        )?;
-        family(
-            &mut e,
-            "reserve_held",
-            "Capacity of a declared pool held for a class and not used by it: what lower bands may not take except by borrowing, by resource",
-            None,
-            false,
-            reserve_amounts(|r| &r.held),
-        )?;
+        type ReserveAmounts = fn(&ReserveView) -> &BTreeMap<String, f64>;
+        let reserve_families: [Amounts<ReserveAmounts>; 3] = [
+            (
+                "reserve_capacity",
+                "Capacity of a declared pool held for a class (its reserve fraction of the live capacity), by resource",
+                |r| &r.reserved,
+            ),
+            (
+                "reserve_used",
+                "Capacity of a declared pool held by the running attempts of a class with a reserve there, by resource (above fairway_reserve_capacity: it uses more than its reserve)",
+                |r| &r.used,
+            ),
+            (
+                "reserve_held",
+                "Capacity of a declared pool held for a class and not used by it: what lower bands may not take except by borrowing, by resource",
+                |r| &r.held,
+            ),
+        ];
+        amount_families(&mut e, reserve_families, reserve_amounts)?;
         family(
             &mut e,
             "class_used",
@@ -832,33 +849,33 @@ impl Collector for EngineCollector {
             .filter(|t| t.over > 0.0)
             .take(TOP_OFFENDERS)
             .collect();
-        let tenant = |t: &crate::wire::observe::TenantView| TenantLabels {
-            tenant: t.name.clone(),
-        };
-        family(
-            &mut e,
-            "top_tenant_dominant_share",
-            "Dominant share of all live capacity held by the tenants furthest above their entitlement (at most 10 tenants)",
-            None,
-            false,
-            top.iter().map(|t| (tenant(t), t.dominant_share)),
-        )?;
-        family(
-            &mut e,
-            "top_tenant_entitlement",
-            "Entitlement (share of all capacity its weight earns among active tenants) of the same tenants",
-            None,
-            false,
-            top.iter().map(|t| (tenant(t), t.entitlement)),
-        )?;
-        family(
-            &mut e,
-            "top_tenant_queued_jobs",
-            "Jobs waiting, of the same tenants",
-            None,
-            false,
-            top.iter().map(|t| (tenant(t), t.queued as f64)),
-        )?;
+        type TenantValue = fn(&crate::wire::observe::TenantView) -> f64;
+        let top_families: [(&str, &str, TenantValue); 3] = [
+            (
+                "top_tenant_dominant_share",
+                "Dominant share of all live capacity held by the tenants furthest above their entitlement (at most 10 tenants)",
+                |t| t.dominant_share,
+            ),
+            (
+                "top_tenant_entitlement",
+                "Entitlement (share of all capacity its weight earns among active tenants) of the same tenants",
+                |t| t.entitlement,
+            ),
+            (
+                "top_tenant_queued_jobs",
+                "Jobs waiting, of the same tenants",
+                |t| t.queued as f64,
+            ),
+        ];
+        for (name, help, value) in top_families {
+            let samples = top.iter().map(|t| {
+                let labels = TenantLabels {
+                    tenant: t.name.clone(),
+                };
+                (labels, value(t))
+            });
+            family(&mut e, name, help, None, false, samples)?;
+        }
         let s = &stats;
         for (name, help, value) in [
             (

@@ -26,12 +26,16 @@ use crate::wire::instant;
 use crate::wire::observe::*;
 use crate::writer::{Reply, Unavailable};
 use fairway_core::event::{AfterAttempt, AttemptEnd, StopReason};
+use fairway_core::hash::FxHashMap;
 use fairway_core::{
     Admission, Census, DecisionRecord, Engine, EngineStats, Event, JobSpec, LeaseError, PolicyName,
     QueuedWork, Time, WaitReason,
 };
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::histogram::Histogram;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
 
 /// Decision records the engine keeps (see `engine_config`): `GET /v1/decisions` pages them.
@@ -128,10 +132,104 @@ pub struct Observation {
 /// A running attempt, followed from its lease to its end.
 #[derive(Clone, Debug)]
 struct Attempt {
-    class: String,
+    /// Its class's series (an index into [`Classes::series`]).
+    class: usize,
     estimate_s: f64,
     stop_requested: Option<Time>,
 }
+
+/// The series of one class label, resolved once, so that counting an event is an atomic add
+/// rather than a hash of its labels and a label `String`.
+struct ClassSeries {
+    name: String,
+    /// Admissions accepted and deferred (reason `none`); refusals are rare and looked up.
+    admissions: [Counter; 2],
+    /// Work admitted: accepted, deferred.
+    admitted_work: [Counter<f64, AtomicU64>; 2],
+    /// Leases: not borrowed, borrowed.
+    leases: [Counter; 2],
+    preemptions: Counter,
+    lease_expiries: Counter,
+    estimate_ratio: Histogram,
+    expired_work: Counter<f64, AtomicU64>,
+    /// Ended jobs by final state, resolved as each first occurs.
+    ended: Vec<(&'static str, Counter)>,
+}
+
+impl ClassSeries {
+    fn new(metrics: &Metrics, name: &str) -> ClassSeries {
+        let class = || ClassLabels {
+            class: name.to_string(),
+        };
+        let admission = |outcome| AdmissionLabels {
+            class: name.to_string(),
+            outcome,
+            reason: "none",
+        };
+        let work = |outcome| ClassOutcomeLabels {
+            class: name.to_string(),
+            outcome,
+        };
+        let lease = |borrowed| LeaseLabels {
+            class: name.to_string(),
+            borrowed,
+        };
+        ClassSeries {
+            name: name.to_string(),
+            admissions: [
+                metrics
+                    .admissions
+                    .get_or_create_owned(&admission("accepted")),
+                metrics
+                    .admissions
+                    .get_or_create_owned(&admission("deferred")),
+            ],
+            admitted_work: [
+                metrics.admitted_work.get_or_create_owned(&work("accepted")),
+                metrics.admitted_work.get_or_create_owned(&work("deferred")),
+            ],
+            leases: [
+                metrics.leases.get_or_create_owned(&lease("false")),
+                metrics.leases.get_or_create_owned(&lease("true")),
+            ],
+            preemptions: metrics.preemptions.get_or_create_owned(&class()),
+            lease_expiries: metrics.lease_expiries.get_or_create_owned(&class()),
+            estimate_ratio: metrics.estimate_ratio.get_or_create_owned(&class()),
+            expired_work: metrics.expired_work.get_or_create_owned(&class()),
+            ended: Vec::new(),
+        }
+    }
+
+    /// The series of this class's jobs that ended in `state`.
+    fn ended(&mut self, metrics: &Metrics, state: &'static str) -> &Counter {
+        let at = match self.ended.iter().position(|(s, _)| *s == state) {
+            Some(at) => at,
+            None => {
+                let counter = metrics.ended.get_or_create_owned(&EndedLabels {
+                    class: self.name.clone(),
+                    state,
+                });
+                self.ended.push((state, counter));
+                self.ended.len() - 1
+            }
+        };
+        &self.ended[at].1
+    }
+}
+
+/// The class labels seen, each with its series: `unknown` first, then every class a policy in
+/// force declared (kept when a later policy drops it, as its series are). Bounded as the
+/// label values are: by what the policies declared.
+struct Classes {
+    /// The policy version `declared` is of.
+    version: u64,
+    /// The classes the policy in force declares, by name.
+    declared: BTreeMap<String, usize>,
+    series: Vec<ClassSeries>,
+}
+
+/// The label of a class the policy in force does not declare.
+const UNKNOWN_CLASS: usize = 0;
 
 /// Outcomes in one interval (index = start / interval).
 #[derive(Clone, Copy, Debug, Default)]
@@ -147,7 +245,10 @@ struct Interval {
 
 /// The writer's observer. See the module documentation.
 pub struct Observer {
-    attempts: HashMap<String, Attempt>,
+    attempts: FxHashMap<String, Attempt>,
+    classes: Classes,
+    /// `fairway_engine_call_seconds` by call, resolved as each first occurs.
+    calls: Vec<(&'static str, Histogram)>,
     timeline: VecDeque<Interval>,
     /// The ordering policy of each recent policy version, to word the reasons of the
     /// decisions it took.
@@ -183,22 +284,17 @@ fn ws(cost: u128) -> f64 {
     cost as f64 / fairway_core::policy::COST_PER_WORKER_SECOND as f64
 }
 
-/// The class label for a class name: the name when the policy declares it (so label values
-/// stay bounded by the policy), else `unknown`.
-fn class_label(engine: &Engine, class: Option<&str>) -> String {
-    let name = class.unwrap_or(fairway_core::policy::DEFAULT_CLASS);
-    if engine.policy().classes.iter().any(|c| c.name == name) {
-        name.to_string()
-    } else {
-        "unknown".to_string()
-    }
-}
-
 impl Observer {
     /// An observer with nothing seen yet.
     pub fn new() -> Observer {
         Observer {
-            attempts: HashMap::new(),
+            attempts: FxHashMap::default(),
+            classes: Classes {
+                version: 0,
+                declared: BTreeMap::new(),
+                series: Vec::new(),
+            },
+            calls: Vec::new(),
             timeline: VecDeque::new(),
             policies: BTreeMap::new(),
             latest: None,
@@ -218,6 +314,51 @@ impl Observer {
             }
         }
         self.timeline.back_mut().expect("just pushed")
+    }
+
+    /// The series of the class label for class `name` (the default class for `None`): the
+    /// class when the policy in force declares it (so label values stay bounded by the
+    /// policy), else `unknown`.
+    fn class_series(&mut self, metrics: &Metrics, engine: &Engine, name: Option<&str>) -> usize {
+        self.sync_classes(metrics, engine);
+        let name = name.unwrap_or(fairway_core::policy::DEFAULT_CLASS);
+        let declared = &self.classes.declared;
+        declared.get(name).copied().unwrap_or(UNKNOWN_CLASS)
+    }
+
+    /// Brings the declared classes up to the policy in force (a version number compared, on
+    /// every call but the first after a publish).
+    fn sync_classes(&mut self, metrics: &Metrics, engine: &Engine) {
+        let classes = &mut self.classes;
+        if classes.series.is_empty() || classes.version != engine.policy_version() {
+            if classes.series.is_empty() {
+                classes.series.push(ClassSeries::new(metrics, "unknown"));
+            }
+            classes.version = engine.policy_version();
+            classes.declared.clear();
+            for class in &engine.policy().classes {
+                let at = match classes.series.iter().position(|s| s.name == class.name) {
+                    Some(at) => at,
+                    None => {
+                        classes.series.push(ClassSeries::new(metrics, &class.name));
+                        classes.series.len() - 1
+                    }
+                };
+                classes.declared.insert(class.name.clone(), at);
+            }
+        }
+    }
+
+    /// The series of job `id`'s class label (from the engine, which remembers finished jobs
+    /// too; `unknown` for a job it does not know).
+    fn job_series(&mut self, metrics: &Metrics, engine: &Engine, id: &str) -> usize {
+        match engine.job_labels(id) {
+            Some((_, class)) => self.class_series(metrics, engine, Some(class)),
+            None => {
+                self.sync_classes(metrics, engine);
+                UNKNOWN_CLASS
+            }
+        }
     }
 
     /// Counts one admission (the engine's answer to a submission of `class`).
@@ -241,14 +382,19 @@ impl Observer {
             metrics.duplicates.inc();
             return;
         }
-        metrics
-            .admissions
-            .get_or_create(&AdmissionLabels {
-                class: class_label(engine, class),
-                outcome,
-                reason,
-            })
-            .inc();
+        let series = self.class_series(metrics, engine, class);
+        match outcome {
+            "accepted" => self.classes.series[series].admissions[0].inc(),
+            "deferred" => self.classes.series[series].admissions[1].inc(),
+            _ => metrics
+                .admissions
+                .get_or_create(&AdmissionLabels {
+                    class: self.classes.series[series].name.clone(),
+                    outcome,
+                    reason,
+                })
+                .inc(),
+        };
         let interval = self.interval(now);
         match outcome {
             "accepted" => interval.accepted += 1,
@@ -272,27 +418,18 @@ impl Observer {
     }
 
     /// Times one engine call.
-    pub fn timed(metrics: &Metrics, call: &'static str, took: Duration) {
-        metrics
-            .engine_call_seconds
-            .get_or_create(&CallLabels { call })
-            .observe(took.as_secs_f64());
-    }
-
-    /// Counts a committed turn: its size and duration, and its events.
-    pub fn committed(
-        &mut self,
-        metrics: &Metrics,
-        engine: &Engine,
-        commands: usize,
-        events: &[Event],
-        took: Duration,
-    ) {
-        metrics.commit_seconds.observe(took.as_secs_f64());
-        metrics.commit_commands.observe(commands as f64);
-        metrics.commit_events.observe(events.len() as f64);
-        self.note_policy(engine);
-        self.count_events(metrics, engine, events);
+    pub fn timed(&mut self, metrics: &Metrics, call: &'static str, took: Duration) {
+        let at = match self.calls.iter().position(|(c, _)| *c == call) {
+            Some(at) => at,
+            None => {
+                let series = metrics
+                    .engine_call_seconds
+                    .get_or_create_owned(&CallLabels { call });
+                self.calls.push((call, series));
+                self.calls.len() - 1
+            }
+        };
+        self.calls[at].1.observe(took.as_secs_f64());
     }
 
     /// Remembers which ordering policy the version in force is, for the wording of the
@@ -314,30 +451,21 @@ impl Observer {
         }
     }
 
-    /// Counts the events of a turn.
-    fn count_events(&mut self, metrics: &Metrics, engine: &Engine, events: &[Event]) {
+    /// Counts the events of a turn, as it is handed to the store (the process stops if its
+    /// commit fails, so nothing counted here outlives a lost turn).
+    pub fn count_events(&mut self, metrics: &Metrics, engine: &Engine, events: &[Event]) {
+        self.note_policy(engine);
         for event in events {
             match event {
                 Event::JobAccepted {
-                    at,
                     spec,
                     cost,
                     deferred_until,
                     ..
                 } => {
-                    let outcome = if deferred_until.is_some() {
-                        "deferred"
-                    } else {
-                        "accepted"
-                    };
-                    metrics
-                        .admitted_work
-                        .get_or_create(&ClassOutcomeLabels {
-                            class: class_label(engine, spec.class.as_deref()),
-                            outcome,
-                        })
-                        .inc_by(ws(*cost));
-                    let _ = at;
+                    let series = self.class_series(metrics, engine, spec.class.as_deref());
+                    let deferred = usize::from(deferred_until.is_some());
+                    self.classes.series[series].admitted_work[deferred].inc_by(ws(*cost));
                 }
                 Event::LeaseGranted {
                     job,
@@ -345,37 +473,27 @@ impl Observer {
                     borrowed,
                     ..
                 } => {
-                    let class = self.class_of(engine, job);
-                    metrics
-                        .leases
-                        .get_or_create(&LeaseLabels {
-                            class: class.clone(),
-                            borrowed: if *borrowed { "true" } else { "false" },
-                        })
-                        .inc();
-                    if self.attempts.len() < MAX_TRACKED_ATTEMPTS || self.attempts.contains_key(job)
-                    {
-                        self.attempts.insert(
-                            job.clone(),
-                            Attempt {
-                                class,
-                                estimate_s: estimate.as_secs_f64(),
-                                stop_requested: None,
-                            },
-                        );
+                    let class = self.job_series(metrics, engine, job);
+                    self.classes.series[class].leases[usize::from(*borrowed)].inc();
+                    let attempt = Attempt {
+                        class,
+                        estimate_s: estimate.as_secs_f64(),
+                        stop_requested: None,
+                    };
+                    if let Some(known) = self.attempts.get_mut(job.as_str()) {
+                        *known = attempt;
+                    } else if self.attempts.len() < MAX_TRACKED_ATTEMPTS {
+                        self.attempts.insert(job.clone(), attempt);
                     }
                 }
                 Event::StopRequested {
                     at, job, reason, ..
                 } => {
                     if *reason == StopReason::Preempt {
-                        let class = self.class_of(engine, job);
-                        metrics
-                            .preemptions
-                            .get_or_create(&ClassLabels { class })
-                            .inc();
+                        let class = self.job_series(metrics, engine, job);
+                        self.classes.series[class].preemptions.inc();
                     }
-                    if let Some(a) = self.attempts.get_mut(job) {
+                    if let Some(a) = self.attempts.get_mut(job.as_str()) {
                         a.stop_requested = Some(*at);
                     }
                 }
@@ -388,36 +506,29 @@ impl Observer {
                     after,
                     ..
                 } => {
-                    let attempt = self.attempts.remove(job);
+                    let attempt = self.attempts.remove(job.as_str());
                     if let Some(requested) = attempt.as_ref().and_then(|a| a.stop_requested) {
                         metrics
                             .stop_seconds
                             .observe(at.since(requested).as_secs_f64());
                     }
-                    let class = attempt
-                        .as_ref()
-                        .map(|a| a.class.clone())
-                        .unwrap_or_else(|| self.class_of(engine, job));
+                    let class = match &attempt {
+                        Some(a) => a.class,
+                        None => self.job_series(metrics, engine, job),
+                    };
+                    let series = &mut self.classes.series[class];
                     match end {
                         AttemptEnd::Succeeded => {
                             if let Some(a) = &attempt
                                 && a.estimate_s > 0.0
                             {
-                                metrics
+                                series
                                     .estimate_ratio
-                                    .get_or_create(&ClassLabels {
-                                        class: class.clone(),
-                                    })
                                     .observe(usage.as_secs_f64() / a.estimate_s);
                             }
                         }
                         AttemptEnd::Expired => {
-                            metrics
-                                .lease_expiries
-                                .get_or_create(&ClassLabels {
-                                    class: class.clone(),
-                                })
-                                .inc();
+                            series.lease_expiries.inc();
                         }
                         AttemptEnd::Preempted => {
                             let saved = progress.map(|p| p.as_secs_f64()).unwrap_or(0.0);
@@ -426,42 +537,21 @@ impl Observer {
                         }
                         AttemptEnd::Failed { .. } | AttemptEnd::Canceled => {}
                     }
-                    self.interval(*at).finished += 1;
                     if let AfterAttempt::Done(state) = after {
-                        metrics
-                            .ended
-                            .get_or_create(&EndedLabels {
-                                class,
-                                state: state.as_str(),
-                            })
-                            .inc();
+                        series.ended(metrics, state.as_str()).inc();
                     }
+                    self.interval(*at).finished += 1;
                 }
                 Event::JobCanceled { job, .. } => {
-                    let class = self.class_of(engine, job);
-                    metrics
-                        .ended
-                        .get_or_create(&EndedLabels {
-                            class,
-                            state: "canceled",
-                        })
-                        .inc();
+                    let class = self.job_series(metrics, engine, job);
+                    self.classes.series[class].ended(metrics, "canceled").inc();
                 }
                 Event::JobExpired { at, job } => {
-                    let status = engine.status(job);
-                    let class = self.class_of(engine, job);
-                    metrics
-                        .ended
-                        .get_or_create(&EndedLabels {
-                            class: class.clone(),
-                            state: "expired",
-                        })
-                        .inc();
-                    if let Some(s) = status {
-                        metrics
-                            .expired_work
-                            .get_or_create(&ClassLabels { class })
-                            .inc_by(s.estimate.as_secs_f64());
+                    let class = self.job_series(metrics, engine, job);
+                    let series = &mut self.classes.series[class];
+                    series.ended(metrics, "expired").inc();
+                    if let Some(s) = engine.status(job) {
+                        series.expired_work.inc_by(s.estimate.as_secs_f64());
                     }
                     self.interval(*at).expired += 1;
                 }
@@ -470,14 +560,6 @@ impl Observer {
                 | Event::JobDowngraded { .. }
                 | Event::LeaseExtended { .. } => {}
             }
-        }
-    }
-
-    /// The class label of job `id` (from the engine, which remembers finished jobs too).
-    fn class_of(&self, engine: &Engine, id: &str) -> String {
-        match engine.status(id) {
-            Some(s) => class_label(engine, Some(&s.class)),
-            None => "unknown".to_string(),
         }
     }
 
@@ -1217,14 +1299,14 @@ mod tests {
             let leases = engine.schedule(now);
             assert_eq!(leases.len(), 1);
             let events = engine.drain_events();
-            observer.committed(&metrics, &engine, 1, &events, Duration::ZERO);
+            observer.count_events(&metrics, &engine, &events);
             now = now.plus(Dur::from_millis(1));
             let l = &leases[0];
             engine
                 .finish(now, &l.job, l.epoch, Outcome::Succeeded, None, None)
                 .unwrap();
             let events = engine.drain_events();
-            observer.committed(&metrics, &engine, 1, &events, Duration::ZERO);
+            observer.count_events(&metrics, &engine, &events);
             started += 1;
         }
         let latest = observer.decisions(
@@ -1330,6 +1412,61 @@ mod tests {
         assert_eq!(view.len(), TIMELINE_INTERVALS);
         let last = view.last().unwrap();
         assert_eq!((last.accepted, last.rejected_final), (1, 2));
+    }
+
+    /// A class label follows the policy in force: a job of a class the new policy no longer
+    /// declares is `unknown` from the publish on, while an attempt leased before it ends under
+    /// the class it was leased as, and the series of the dropped class keep their counts
+    /// (the observer resolves each class's series once, not per event).
+    #[test]
+    fn class_labels_follow_the_policy_in_force() {
+        let metrics = Metrics::new();
+        let with = |classes: &[&str]| {
+            let mut text = String::from("[policy]\nname = \"fair\"\n");
+            for c in classes {
+                text.push_str(&format!("[[class]]\nname = \"{c}\"\n"));
+            }
+            text
+        };
+        let policy = Policy::from_text(&with(&["default", "batch"])).unwrap();
+        let mut engine = Engine::new(Time::from_millis(1_000), policy, EngineConfig::default());
+        let mut observer = Observer::new();
+        let mut now = Time::from_millis(2_000);
+        let submit = |engine: &mut Engine, observer: &mut Observer, id: &str, now| {
+            let mut spec = JobSpec::new(id, "a");
+            spec.class = Some("batch".into());
+            let admission = engine.submit(now, spec);
+            observer.admitted(&metrics, engine, now, Some("batch"), &admission);
+            let events = engine.drain_events();
+            observer.count_events(&metrics, engine, &events);
+        };
+        submit(&mut engine, &mut observer, "before", now);
+        engine.worker_ready(now, &offer("w1")).unwrap();
+        let lease = engine.schedule(now).pop().expect("a lease");
+        let events = engine.drain_events();
+        observer.count_events(&metrics, &engine, &events);
+        engine.publish(now, &with(&["default"])).unwrap();
+        let _ = engine.drain_events();
+        now = now.plus(Dur::from_millis(5));
+        engine
+            .finish(now, &lease.job, lease.epoch, Outcome::Succeeded, None, None)
+            .unwrap();
+        let events = engine.drain_events();
+        observer.count_events(&metrics, &engine, &events);
+        submit(&mut engine, &mut observer, "after", now);
+        let text = metrics.encode_prometheus();
+        for line in [
+            "fairway_admissions_total{class=\"batch\",outcome=\"accepted\",reason=\"none\"} 1",
+            "fairway_leases_granted_total{class=\"batch\",borrowed=\"false\"} 1",
+            "fairway_jobs_ended_total{class=\"batch\",state=\"succeeded\"} 1",
+            "fairway_estimate_ratio_count{class=\"batch\"} 1",
+        ] {
+            assert!(text.contains(line), "missing {line}\n{text}");
+        }
+        // The engine still runs the dropped class's job; its label is `unknown`.
+        let after =
+            "fairway_admissions_total{class=\"unknown\",outcome=\"accepted\",reason=\"none\"} 1";
+        assert!(text.contains(after), "{text}");
     }
 
     /// Observations are paced: a second request within the interval gets the same one.

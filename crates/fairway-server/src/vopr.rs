@@ -536,8 +536,11 @@ fn ms(t: Time) -> String {
 impl Sim {
     fn new(seed: u64) -> Sim {
         let mut rng = Rng::new(seed);
+        let snapshot_every_events = rng.range(24, 400);
         let limits = Limits {
-            snapshot_every_events: rng.range(24, 400),
+            snapshot_every_events,
+            // Below the live jobs of a busy run, so that the cap on the replay tail is taken.
+            snapshot_max_tail_events: snapshot_every_events * 2,
             commit_batch_max: 64,
             max_parked: 16,
             ..Limits::default()

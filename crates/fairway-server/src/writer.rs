@@ -1,4 +1,4 @@
-//! The writer loop: the one thread that owns the engine and the store.
+//! The writer loop: the one thread that owns the engine, and the store thread beside it.
 //!
 //! Each turn of the loop is one **group commit**:
 //!
@@ -8,19 +8,31 @@
 //! 2. take up to [`Limits::commit_batch_max`] more commands without waiting;
 //! 3. apply them to the engine in arrival order, then `tick` (timers) and `schedule` (leases for
 //!    waiting workers, delivered to their parked long polls);
-//! 4. drain the engine's events and commit them, with the payloads of the jobs accepted in the
-//!    turn and the deletion of those of jobs that ended, in **one** `EventStore::commit`;
-//! 5. only then answer every command of the turn, and the long polls that got leases or whose
-//!    wait ended.
+//! 4. drain the engine's events and **seal** the turn: the events, the payloads of the jobs
+//!    accepted in the turn and the deletion of those of jobs that ended, and every answer;
+//! 5. the store side commits the sealed turn in **one** `EventStore::commit`;
+//! 6. only then does it answer every command of the turn, and the long polls that got leases
+//!    or whose wait ended (their jobs' payloads read in one call).
 //!
-//! Reads (status, policy) are answered at step 5 too, so no answer ever shows state that a crash
-//! could take back. If the commit fails, the engine is ahead of the disk: every waiting caller
-//! gets `503 unavailable`, the server is marked not ready, and the loop stops with an error so
-//! that the process exits and a restart recovers from what is durable.
+//! **Pipelined.** In [`Writer::run`] steps 5 and 6 run on a thread of their own (the store
+//! side, [`Committer`]) while the engine side (`Turns`) applies the next turn: the fsync of
+//! turn N overlaps the engine's work on turn N+1. Turns are committed and answered in order,
+//! and every turn, a read-only one included, is answered only after its own commit (or, with
+//! nothing to commit, its term check), which follows the commits of all the turns before it.
+//! So no answer ever shows state that a crash could take back. At most [`PIPELINE_TURNS`]
+//! sealed turns wait for the store; the turns waiting when a commit starts go into that commit
+//! together. [`Writer::step`], which the deterministic simulation drives, runs the same two
+//! sides one after the other on the caller's thread.
 //!
-//! After enough events (see [`Limits::snapshot_every_events`]) and on a clean stop, the writer
-//! snapshots the engine at the last committed LSN, and the store prunes the events the snapshot
-//! covers; [`recover`] restores the latest snapshot and replays only what follows it.
+//! If a commit fails, the engine is ahead of the disk: that turn and every later one get
+//! `503 unavailable`, the parked long polls too, the server is marked not ready, and the loop
+//! stops with an error so that the process exits and a restart recovers from what is durable.
+//!
+//! After enough events (see [`Limits::snapshot_every_events`], and never more than
+//! [`Limits::snapshot_max_tail_events`]) and on a clean stop, the writer snapshots the engine
+//! as of a turn's last event, and the store side stores it after that turn's commit and prunes
+//! the events it covers; [`recover`] restores the latest snapshot and replays only what follows
+//! it.
 //!
 //! A long poll (`POST /v1/leases` with `wait_ms` > 0) registers its worker with
 //! [`Engine::worker_ready`] and is **parked** here: leases a later pass grants to that worker
@@ -39,12 +51,14 @@ use fairway_core::{
     Admission, ConfigError, Engine, EngineConfig, Event, HeartbeatReply, JobSpec, JobState, Lease,
     LeaseError, Outcome, Policy, Time, WorkerOffer,
 };
-use fairway_store::{Batch, EventStore};
+use fairway_store::{Batch, EventStore, Lsn};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
+use std::sync::mpsc::{
+    Receiver, RecvTimeoutError, SendError, SyncSender, TryRecvError, sync_channel,
+};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::oneshot;
 use tracing::{debug, error, info, warn};
@@ -304,10 +318,14 @@ struct Waiter {
     granted: Vec<Lease>,
 }
 
+/// A lease on its way to its worker: the lease, its job's tenant and class.
+type Delivery = (Lease, String, String);
+
 /// An answer to send once the turn is durable.
 enum Pending {
     Ready(Box<dyn FnOnce(bool) + Send>),
-    Leases(Reply<LeaseOutcome>, Vec<(Lease, String, String)>),
+    /// A long poll's leases; their jobs' payloads are read after the commit.
+    Leases(Reply<LeaseOutcome>, Vec<Delivery>),
 }
 
 fn ready<T: Send + 'static>(reply: Reply<T>, value: T) -> Pending {
@@ -325,16 +343,56 @@ struct Outbox {
     queries: Vec<Query>,
 }
 
+/// How many applied turns may wait for the store beyond the one it is committing. While they
+/// wait the engine side goes on with the next turn; when they are this many it waits too, so
+/// the engine is never more than this many turns (each bounded by
+/// [`Limits::commit_batch_max`] commands) ahead of the disk.
+pub const PIPELINE_TURNS: usize = 2;
+
+/// A turn applied to the engine, waiting to be made durable and answered: what the engine
+/// side hands the store side, in turn order.
+struct Sealed {
+    batch: Batch,
+    replies: Vec<Pending>,
+    commands: usize,
+    /// The lease length in force, for the grants' `lease_ms`.
+    lease_ms: u64,
+    /// When the turn's scheduling pass started, and the leases it granted
+    /// (`fairway_dispatch_seconds`).
+    pass_started: Instant,
+    granted: usize,
+    /// A snapshot of the engine as of this turn's last event, stored after its commit.
+    snapshot: Option<Snapshot>,
+}
+
+/// The engine's state after the event at `lsn`, encoded.
+struct Snapshot {
+    lsn: Lsn,
+    bytes: Vec<u8>,
+    live_jobs: usize,
+    /// How long encoding it took (on the engine side).
+    encoded_in: Duration,
+}
+
 /// The writer loop. See the module documentation.
 pub struct Writer<S: EventStore> {
-    engine: Engine,
+    turns: Turns,
+    committer: Committer,
     store: S,
     rx: Receiver<Command>,
+}
+
+/// The engine side of the writer: applies a turn's commands, ticks, schedules and seals the
+/// turn into a [`Sealed`] for the store side. It keeps the parked long polls.
+struct Turns {
+    engine: Engine,
     shared: Arc<Shared>,
     settings: WriterSettings,
     clock: Clock,
     waiters: BTreeMap<String, Waiter>,
     deadlines: BTreeSet<(Time, String)>,
+    /// The LSN of the engine's state: its last event sealed (committed, or on its way).
+    lsn: Lsn,
     events_since_snapshot: u64,
     /// When the last snapshot ended, and how long it took: the next one waits ten times that.
     last_snapshot: (Instant, Duration),
@@ -347,6 +405,14 @@ pub struct Writer<S: EventStore> {
     stopped: bool,
     /// Counts what happens for the metrics, and answers observability queries.
     observer: Observer,
+}
+
+/// The store side of the writer: makes sealed turns durable in their order and only then
+/// answers them. After a failure it answers nothing but `Unavailable`.
+struct Committer {
+    shared: Arc<Shared>,
+    /// Why the store side stopped (a failed commit, term check or snapshot, or deposed).
+    failed: Option<String>,
 }
 
 /// Rebuilds the engine from the store: the latest snapshot plus the events after it, or a new
@@ -414,6 +480,16 @@ fn policy_errors(errors: Vec<ConfigError>) -> String {
     lines.join("\n")
 }
 
+/// How the engine side's loop ended.
+enum Ended {
+    /// A shutdown was asked for, or the command channel closed.
+    Shutdown,
+    /// The store side stopped on an error (it says which, when joined).
+    StoreStopped,
+    /// Another replica took the term.
+    Deposed,
+}
+
 impl<S: EventStore> Writer<S> {
     /// A writer over a recovered engine; `events_since_snapshot` counts the committed events
     /// its latest snapshot does not cover.
@@ -426,50 +502,63 @@ impl<S: EventStore> Writer<S> {
         settings: WriterSettings,
     ) -> Writer<S> {
         Writer {
-            engine,
+            turns: Turns {
+                engine,
+                shared: shared.clone(),
+                settings,
+                clock: Clock { last: Time::ZERO },
+                waiters: BTreeMap::new(),
+                deadlines: BTreeSet::new(),
+                lsn: store.last_lsn(),
+                events_since_snapshot,
+                last_snapshot: (Instant::now(), Duration::ZERO),
+                last_sweep: Instant::now(),
+                paced_snapshots: true,
+                stopped: false,
+                observer: Observer::new(),
+            },
+            committer: Committer {
+                shared,
+                failed: None,
+            },
             store,
             rx,
-            shared,
-            settings,
-            clock: Clock { last: Time::ZERO },
-            waiters: BTreeMap::new(),
-            deadlines: BTreeSet::new(),
-            events_since_snapshot,
-            last_snapshot: (Instant::now(), Duration::ZERO),
-            last_sweep: Instant::now(),
-            paced_snapshots: true,
-            stopped: false,
-            observer: Observer::new(),
         }
     }
 
     /// One turn at `now`, driven from outside instead of by [`Writer::run`]: the commands
     /// are applied, the turn is committed and answered exactly as the loop does (the loop calls
-    /// the same code with the wall clock). `now` is made monotonic as the loop's clock is. For
-    /// the deterministic simulation (`crate::vopr`), which plays the clock and the clients.
+    /// the same code with the wall clock, with the commit on a thread of its own while the
+    /// next turn is applied). `now` is made monotonic as the loop's clock is. For the
+    /// deterministic simulation (`crate::vopr`), which plays the clock and the clients.
     ///
     /// After a turn failed, nothing is applied any more: the commands are dropped unanswered
     /// (their callers see the writer gone) and the error is returned again.
     pub fn step(&mut self, now: Time, commands: Vec<Command>) -> Result<(), String> {
-        if self.stopped {
+        if self.turns.stopped {
             drop(commands);
             return Err("the writer stopped after a failed turn".into());
         }
-        let now = self.clock.observe(now);
-        self.turn(now, commands)
+        let now = self.turns.clock.observe(now);
+        let sealed = self.turns.seal(now, commands);
+        let result = self.committer.commit(&mut self.store, vec![sealed]);
+        if result.is_err() {
+            self.turns.fail();
+        }
+        result
     }
 
     /// Snapshots pace on the event count alone, not on how long the last one took, so that a
     /// driven writer ([`Writer::step`]) snapshots at the same turns on every run.
     pub fn unpaced_snapshots(mut self) -> Writer<S> {
-        self.paced_snapshots = false;
+        self.turns.paced_snapshots = false;
         self
     }
 
     /// A clean stop, as [`Writer::run`] ends on a shutdown: the parked long polls get empty
     /// lists and the engine is snapshotted. Returns the store.
     pub fn stop(mut self) -> Result<S, String> {
-        if self.stopped {
+        if self.turns.stopped {
             return Err("the writer stopped after a failed turn".into());
         }
         self.finish()?;
@@ -478,7 +567,7 @@ impl<S: EventStore> Writer<S> {
 
     /// The engine, for checks.
     pub fn engine(&self) -> &Engine {
-        &self.engine
+        &self.turns.engine
     }
 
     /// The store, for checks and for injecting faults.
@@ -488,10 +577,10 @@ impl<S: EventStore> Writer<S> {
 
     /// Whether a turn failed and the writer stopped (see [`Writer::step`]).
     pub fn is_stopped(&self) -> bool {
-        self.stopped
+        self.turns.stopped
     }
 
-    /// Runs turns until a shutdown is asked for (then finishes the turn, answers the parked
+    /// Runs turns until a shutdown is asked for (then finishes the turns, answers the parked
     /// long polls and returns `Ok`) or a commit fails (then answers 503 to everyone waiting
     /// and returns the error).
     pub fn run(self) -> Result<(), String> {
@@ -505,19 +594,99 @@ impl<S: EventStore> Writer<S> {
         (result, self.rx)
     }
 
+    /// The pipelined loop: the store side runs on a thread of its own, committing turn N
+    /// while the engine side applies turn N+1. Each turn is answered by the store side after
+    /// its own commit, which follows every earlier turn's; so a read is answered only once
+    /// everything it could show is durable.
     fn run_turns(&mut self) -> Result<(), String> {
+        let Writer {
+            turns,
+            committer,
+            store,
+            rx,
+        } = self;
+        let (ended, stored) = std::thread::scope(|scope| {
+            let (to_store, sealed) = sync_channel::<Sealed>(PIPELINE_TURNS);
+            let store_side = std::thread::Builder::new()
+                .name("fairway-store".into())
+                .spawn_scoped(scope, move || committer.run(store, sealed));
+            let store_side = match store_side {
+                Ok(handle) => handle,
+                Err(e) => {
+                    return (
+                        Ended::StoreStopped,
+                        Err(format!("starting the store thread: {e}")),
+                    );
+                }
+            };
+            let ended = turns.run(rx, &to_store, &store_side);
+            // The store side commits and answers what it was given, then stops.
+            drop(to_store);
+            let stored = store_side
+                .join()
+                .unwrap_or_else(|_| Err("the store thread panicked".into()));
+            (ended, stored)
+        });
+        match (ended, stored) {
+            (Ended::Shutdown, Ok(())) => self.finish(),
+            (Ended::Deposed, _) => {
+                warn!("deposed: answering 503 to everyone waiting and stopping");
+                self.turns.fail();
+                Err("deposed: another replica took over the leader term".into())
+            }
+            (_, Err(e)) => {
+                self.turns.fail();
+                Err(e)
+            }
+            (Ended::StoreStopped, Ok(())) => {
+                self.turns.fail();
+                Err("the store thread stopped".into())
+            }
+        }
+    }
+
+    /// Clean stop: the parked long polls get empty lists, and the engine is snapshotted.
+    fn finish(&mut self) -> Result<(), String> {
+        self.turns.release_waiters();
+        if self.turns.lsn > 0 && self.turns.events_since_snapshot > 0 {
+            let snapshot = self.turns.take_snapshot();
+            let result = self.committer.snapshot(&mut self.store, snapshot);
+            if result.is_err() {
+                self.turns.fail();
+                return result;
+            }
+        }
+        info!(
+            commits = self.turns.shared.commits.load(Ordering::Relaxed),
+            events = self.turns.shared.events.load(Ordering::Relaxed),
+            last_lsn = self.store.last_lsn(),
+            "writer stopped"
+        );
+        Ok(())
+    }
+}
+
+impl Turns {
+    /// Takes turns until a shutdown, a failure of the store side, or a deposition, handing
+    /// each sealed turn to the store side (waiting when [`PIPELINE_TURNS`] are queued).
+    fn run<T>(
+        &mut self,
+        rx: &Receiver<Command>,
+        to_store: &SyncSender<Sealed>,
+        store_side: &std::thread::ScopedJoinHandle<'_, T>,
+    ) -> Ended {
         let max = self.settings.limits.commit_batch_max.max(1);
         loop {
             let mut commands = Vec::new();
             let mut closed = false;
             let now = self.clock.now();
-            match self.rx.recv_timeout(self.next_wakeup(now)) {
+            match rx.recv_timeout(self.next_wakeup(now)) {
                 Ok(c) => commands.push(c),
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => closed = true,
             }
             while commands.len() < max {
-                match self.rx.try_recv() {
+                match rx.try_recv() {
                     Ok(c) => commands.push(c),
                     Err(TryRecvError::Empty) => break,
                     Err(TryRecvError::Disconnected) => {
@@ -526,16 +695,22 @@ impl<S: EventStore> Writer<S> {
                     }
                 }
             }
+            if store_side.is_finished() {
+                // A commit failed: apply nothing more. The commands are dropped unanswered.
+                return Ended::StoreStopped;
+            }
             let now = self.clock.now();
-            self.turn(now, commands)?;
+            let sealed = self.seal(now, commands);
+            if let Err(SendError(sealed)) = to_store.send(sealed) {
+                Committer::refuse(sealed);
+                return Ended::StoreStopped;
+            }
             if self.shared.deposed.load(Ordering::Acquire) {
                 // Another replica leads: whatever this one still holds is not to be answered.
-                warn!("deposed: answering 503 to everyone waiting and stopping");
-                self.fail(Outbox::default());
-                return Err("deposed: another replica took over the leader term".into());
+                return Ended::Deposed;
             }
             if closed || self.shared.shutdown.load(Ordering::Acquire) {
-                return self.finish();
+                return Ended::Shutdown;
             }
         }
     }
@@ -553,8 +728,9 @@ impl<S: EventStore> Writer<S> {
         Duration::from_nanos(next.since(now).0).max(Duration::from_millis(1))
     }
 
-    /// One turn at `now`: apply, tick, schedule, commit, answer.
-    fn turn(&mut self, now: Time, commands: Vec<Command>) -> Result<(), String> {
+    /// One turn at `now`: apply, tick, schedule; then its events, payloads and answers,
+    /// sealed for the store side.
+    fn seal(&mut self, now: Time, commands: Vec<Command>) -> Sealed {
         let mut out = Outbox::default();
         let n = commands.len();
         let metrics = &self.shared.metrics;
@@ -566,15 +742,18 @@ impl<S: EventStore> Writer<S> {
         for c in commands {
             let (kind, started) = (c.kind(), Instant::now());
             self.apply(now, c, &mut out);
-            Observer::timed(&self.shared.metrics, kind, started.elapsed());
+            self.observer
+                .timed(&self.shared.metrics, kind, started.elapsed());
         }
         let started = Instant::now();
         self.engine.tick(now);
-        Observer::timed(&self.shared.metrics, "tick", started.elapsed());
+        self.observer
+            .timed(&self.shared.metrics, "tick", started.elapsed());
         self.sweep_abandoned();
         let pass_started = Instant::now();
         let leases = self.engine.schedule(now);
-        Observer::timed(&self.shared.metrics, "schedule", pass_started.elapsed());
+        self.observer
+            .timed(&self.shared.metrics, "schedule", pass_started.elapsed());
         let granted = leases.len();
         self.deliver(now, leases, &mut out);
         for query in std::mem::take(&mut out.queries) {
@@ -586,63 +765,27 @@ impl<S: EventStore> Writer<S> {
         // Stop requests reach workers through their heartbeats; nothing pushes them.
         let _ = self.engine.poll_stops();
         let events = self.engine.drain_events();
+        self.observer
+            .count_events(&self.shared.metrics, &self.engine, &events);
         let delete_payloads: Vec<String> = events.iter().filter_map(ended_job).collect();
         let batch = Batch {
             events,
             put_payloads: std::mem::take(&mut out.puts),
             delete_payloads,
         };
-        if !batch.is_empty() {
-            let started = Instant::now();
-            match self.store.commit(&batch) {
-                Ok(lsn) => {
-                    self.observer.committed(
-                        &self.shared.metrics,
-                        &self.engine,
-                        n,
-                        &batch.events,
-                        started.elapsed(),
-                    );
-                    let events = batch.events.len() as u64;
-                    self.events_since_snapshot += events;
-                    self.shared.commits.fetch_add(1, Ordering::Relaxed);
-                    self.shared.events.fetch_add(events, Ordering::Relaxed);
-                    debug!(
-                        commands = n,
-                        events,
-                        payloads = batch.put_payloads.len(),
-                        lsn,
-                        flush_us = started.elapsed().as_micros() as u64,
-                        "group commit"
-                    );
-                }
-                Err(e) => {
-                    error!(error = %e, "group commit failed: answering 503 and stopping");
-                    self.fail(out);
-                    return Err(format!("group commit failed: {e}"));
-                }
-            }
-        } else if !out.replies.is_empty()
-            && let Err(e) = self.store.fence()
-        {
-            // Nothing to commit, but answers to send (reads, refusals): a replica fenced by a
-            // leader term checks that it still leads first, so a deposed one answers nothing.
-            error!(error = %e, "term check failed: answering 503 and stopping");
-            self.fail(out);
-            return Err(format!("term check failed: {e}"));
+        let events = batch.events.len() as u64;
+        self.lsn += events;
+        self.events_since_snapshot += events;
+        let snapshot = self.snapshot_due().then(|| self.take_snapshot());
+        Sealed {
+            batch,
+            replies: out.replies,
+            commands: n,
+            lease_ms: self.engine.policy().lease.as_millis(),
+            pass_started,
+            granted,
+            snapshot,
         }
-        self.shared.commands.fetch_add(n as u64, Ordering::Relaxed);
-        self.answer(out);
-        for _ in 0..granted {
-            self.shared
-                .metrics
-                .dispatch_seconds
-                .observe(pass_started.elapsed().as_secs_f64());
-        }
-        if self.snapshot_due() {
-            self.snapshot()?;
-        }
-        Ok(())
     }
 
     /// Applies one command to the engine; its answer waits in `out` for the commit.
@@ -687,9 +830,14 @@ impl<S: EventStore> Writer<S> {
                 out.replies.push(ready(reply, status));
             }
             Command::Cancel { job, tenant, reply } => {
-                let state = match self.visible(&job, tenant.as_deref()) {
-                    Some(_) => self.engine.cancel(now, &job).ok(),
-                    None => None,
+                let visible = self
+                    .engine
+                    .job_labels(&job)
+                    .is_some_and(|(owner, _)| tenant.as_deref().is_none_or(|t| owner == t));
+                let state = if visible {
+                    self.engine.cancel(now, &job).ok()
+                } else {
+                    None
                 };
                 out.replies.push(ready(reply, state));
             }
@@ -887,128 +1035,49 @@ impl<S: EventStore> Writer<S> {
                 .granted
                 .into_iter()
                 .map(|lease| {
-                    let (tenant, class) = self
-                        .engine
-                        .status(&lease.job)
-                        .map(|s| (s.tenant, s.class))
-                        .unwrap_or_default();
-                    (lease, tenant, class)
+                    let (tenant, class) = self.engine.job_labels(&lease.job).unwrap_or_default();
+                    (lease, tenant.to_string(), class.to_string())
                 })
                 .collect();
             out.replies.push(Pending::Leases(w.reply, granted));
         }
     }
 
-    /// Sends the turn's answers; the turn is durable.
-    fn answer(&mut self, out: Outbox) {
-        let lease_ms = self.engine.policy().lease.as_millis();
-        for pending in out.replies {
-            match pending {
-                Pending::Ready(send) => send(true),
-                Pending::Leases(reply, leases) => {
-                    let grants: Result<Vec<LeaseGrant>, String> = leases
-                        .into_iter()
-                        .map(|(lease, tenant, class)| self.grant(lease, tenant, class, lease_ms))
-                        .collect();
-                    let answer = match grants {
-                        Ok(g) => Ok(LeaseOutcome::Granted(g)),
-                        Err(e) => {
-                            // The leases are durable; unanswered, they expire and are reclaimed.
-                            error!(error = %e, "reading a leased job's payload");
-                            Err(Unavailable)
-                        }
-                    };
-                    let _ = reply.send(answer);
-                }
-            }
-        }
-    }
-
-    fn grant(
-        &self,
-        lease: Lease,
-        tenant: String,
-        class: String,
-        lease_ms: u64,
-    ) -> Result<LeaseGrant, String> {
-        let stored = self
-            .store
-            .payload(&lease.job)
-            .map_err(|e| format!("job {}: {e}", lease.job))?;
-        let (demand, payload) = match stored {
-            Some(bytes) => {
-                let s: StoredJob = serde_json::from_slice(&bytes)
-                    .map_err(|e| format!("job {}: stored payload: {e}", lease.job))?;
-                let demand = if s.demand.is_empty() {
-                    default_demand()
-                } else {
-                    s.demand
-                };
-                (demand, s.payload)
-            }
-            None => (default_demand(), Value::Null),
-        };
-        Ok(LeaseGrant {
-            job_id: lease.job,
-            attempt: lease.attempt,
-            epoch: lease.epoch,
-            expires_at: crate::wire::instant(lease.expires),
-            lease_ms,
-            members: lease.members,
-            progress_ms: lease.progress.as_millis(),
-            tenant,
-            class,
-            demand,
-            payload,
-        })
-    }
-
-    /// The turn could not be made durable: nobody gets an answer but 503.
-    fn fail(&mut self, out: Outbox) {
+    /// The turn could not be made durable: the parked long polls get 503, and nothing more
+    /// is applied.
+    fn fail(&mut self) {
         self.stopped = true;
         self.shared.ready.store(false, Ordering::Release);
         self.shared.failed.store(true, Ordering::Release);
-        for pending in out.replies {
-            match pending {
-                Pending::Ready(send) => send(false),
-                Pending::Leases(reply, _) => {
-                    let _ = reply.send(Err(Unavailable));
-                }
-            }
-        }
         for (_, w) in std::mem::take(&mut self.waiters) {
             let _ = w.reply.send(Err(Unavailable));
         }
         self.deadlines.clear();
     }
 
-    /// Clean stop: the parked long polls get empty lists, and the engine is snapshotted.
-    fn finish(&mut self) -> Result<(), String> {
+    /// Clean stop: the parked long polls get empty lists (which show nothing of the state).
+    fn release_waiters(&mut self) {
         self.shared.ready.store(false, Ordering::Release);
         for (name, w) in std::mem::take(&mut self.waiters) {
             self.engine.worker_withdraw(&name);
             let _ = w.reply.send(Ok(LeaseOutcome::Granted(Vec::new())));
         }
         self.deadlines.clear();
-        self.snapshot()?;
-        info!(
-            commits = self.shared.commits.load(Ordering::Relaxed),
-            events = self.shared.events.load(Ordering::Relaxed),
-            last_lsn = self.store.last_lsn(),
-            "writer stopped"
-        );
-        Ok(())
     }
 
     /// Whether a snapshot is due: at least [`Limits::snapshot_every_events`] events, and at
     /// least as many as there are live jobs, since the last one, and at least ten times as long
     /// as the last one took. A snapshot's cost grows with the state (finished jobs remembered
     /// for idempotency included), so this keeps snapshots to about a tenth of the writer's time
-    /// at most, however large the state.
+    /// at most, however large the state. But once [`Limits::snapshot_max_tail_events`] have
+    /// followed the last one, a snapshot is due whatever the state and the pacing: a restart
+    /// after a crash never replays more than about that many events.
     fn snapshot_due(&self) -> bool {
-        let every = self
-            .settings
-            .limits
+        let limits = &self.settings.limits;
+        if self.events_since_snapshot >= limits.snapshot_max_tail_events.max(1) {
+            return true;
+        }
+        let every = limits
             .snapshot_every_events
             .max(self.engine.live_jobs() as u64);
         let (ended, took) = self.last_snapshot;
@@ -1016,36 +1085,260 @@ impl<S: EventStore> Writer<S> {
             && (!self.paced_snapshots || ended.elapsed() >= took.saturating_mul(10))
     }
 
-    /// Snapshots the engine at the last committed LSN (the engine holds exactly the state
-    /// after it), so that a restart replays only what came after; the store prunes the events
-    /// the snapshot covers. A failed snapshot poisons the store: the writer stops.
-    fn snapshot(&mut self) -> Result<(), String> {
-        let lsn = self.store.last_lsn();
-        if lsn == 0 || self.events_since_snapshot == 0 {
-            return Ok(());
-        }
+    /// Encodes the engine as of its last sealed event (it holds exactly the state after it),
+    /// for the store side to store after that event's commit.
+    fn take_snapshot(&mut self) -> Snapshot {
         let started = Instant::now();
         let bytes = self.engine.snapshot();
-        match self.store.put_snapshot(lsn, &bytes) {
+        let encoded_in = started.elapsed();
+        self.events_since_snapshot = 0;
+        self.last_snapshot = (Instant::now(), encoded_in);
+        Snapshot {
+            lsn: self.lsn,
+            bytes,
+            live_jobs: self.engine.live_jobs(),
+            encoded_in,
+        }
+    }
+}
+
+impl Committer {
+    /// The store side's loop: each sealed turn, in order, committed and answered. The turns
+    /// already waiting when a commit starts go into it too (one fsync for all), up to one
+    /// that carries a snapshot (stored right after its own commit). Ends when the engine side
+    /// hangs up, or at the first failure (then every turn still waiting is refused).
+    fn run<S: EventStore>(
+        &mut self,
+        store: &mut S,
+        sealed: Receiver<Sealed>,
+    ) -> Result<(), String> {
+        while let Ok(first) = sealed.recv() {
+            let mut group = vec![first];
+            while group.len() <= PIPELINE_TURNS
+                && group.last().is_some_and(|t| t.snapshot.is_none())
+            {
+                match sealed.try_recv() {
+                    Ok(next) => group.push(next),
+                    Err(_) => break,
+                }
+            }
+            if let Err(e) = self.commit(store, group) {
+                sealed.try_iter().for_each(Committer::refuse);
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes `group` (consecutive turns) durable in one commit, then answers its turns in
+    /// order, then stores the last turn's snapshot, if it carries one. A group with nothing
+    /// to commit but answers to send checks the store's term first ([`EventStore::fence`]),
+    /// so that a deposed leader answers nothing.
+    fn commit<S: EventStore>(
+        &mut self,
+        store: &mut S,
+        mut group: Vec<Sealed>,
+    ) -> Result<(), String> {
+        if let Some(why) = &self.failed {
+            let why = why.clone();
+            group.into_iter().for_each(Committer::refuse);
+            return Err(why);
+        }
+        if self.shared.deposed.load(Ordering::Acquire) {
+            return Err(self.fail(
+                group,
+                "deposed: another replica took over the leader term".into(),
+            ));
+        }
+        let mut batch = Batch::default();
+        for turn in &mut group {
+            batch.append(std::mem::take(&mut turn.batch));
+        }
+        if !batch.is_empty() {
+            let started = Instant::now();
+            match store.commit(&batch) {
+                Ok(lsn) => {
+                    let metrics = &self.shared.metrics;
+                    let took = started.elapsed();
+                    let commands: usize = group.iter().map(|t| t.commands).sum();
+                    let events = batch.events.len() as u64;
+                    metrics.commit_seconds.observe(took.as_secs_f64());
+                    metrics.commit_commands.observe(commands as f64);
+                    metrics.commit_events.observe(events as f64);
+                    self.shared.commits.fetch_add(1, Ordering::Relaxed);
+                    self.shared.events.fetch_add(events, Ordering::Relaxed);
+                    debug!(
+                        turns = group.len(),
+                        commands,
+                        events,
+                        payloads = batch.put_payloads.len(),
+                        lsn,
+                        flush_us = took.as_micros() as u64,
+                        "group commit"
+                    );
+                }
+                Err(e) => {
+                    error!(error = %e, "group commit failed: answering 503 and stopping");
+                    return Err(self.fail(group, format!("group commit failed: {e}")));
+                }
+            }
+        } else if group.iter().any(|t| !t.replies.is_empty())
+            && let Err(e) = store.fence()
+        {
+            // Nothing to commit, but answers to send (reads, refusals): a replica fenced by a
+            // leader term checks that it still leads first, so a deposed one answers nothing.
+            error!(error = %e, "term check failed: answering 503 and stopping");
+            return Err(self.fail(group, format!("term check failed: {e}")));
+        }
+        let snapshot = group.last_mut().and_then(|t| t.snapshot.take());
+        self.answer(store, group);
+        match snapshot {
+            Some(snapshot) => self.snapshot(store, snapshot),
+            None => Ok(()),
+        }
+    }
+
+    /// Sends the answers of durable turns. The payloads of every job they lease are read in
+    /// one call to the store.
+    fn answer<S: EventStore>(&self, store: &S, group: Vec<Sealed>) {
+        let jobs: Vec<&str> = group
+            .iter()
+            .flat_map(|t| &t.replies)
+            .filter_map(|p| match p {
+                Pending::Leases(_, leases) => Some(leases),
+                Pending::Ready(_) => None,
+            })
+            .flatten()
+            .map(|(lease, _, _)| lease.job.as_str())
+            .collect();
+        let payloads = if jobs.is_empty() {
+            Ok(Vec::new())
+        } else {
+            store.payloads(&jobs)
+        };
+        let mut payloads = match payloads {
+            Ok(found) => Some(found.into_iter()),
+            Err(e) => {
+                // The leases are durable; unanswered, they expire and are reclaimed.
+                error!(error = %e, "reading the leased jobs' payloads");
+                None
+            }
+        };
+        for turn in group {
+            for pending in turn.replies {
+                match pending {
+                    Pending::Ready(send) => send(true),
+                    Pending::Leases(reply, leases) => {
+                        let answer = match payloads.as_mut() {
+                            Some(found) => leases
+                                .into_iter()
+                                .map(|delivery| {
+                                    let stored = found.next().flatten();
+                                    grant(delivery, turn.lease_ms, stored)
+                                })
+                                .collect::<Result<Vec<LeaseGrant>, String>>()
+                                .map(LeaseOutcome::Granted)
+                                .map_err(|e| {
+                                    error!(error = %e, "reading a leased job's payload");
+                                    Unavailable
+                                }),
+                            None => Err(Unavailable),
+                        };
+                        let _ = reply.send(answer);
+                    }
+                }
+            }
+            self.shared
+                .commands
+                .fetch_add(turn.commands as u64, Ordering::Relaxed);
+            let dispatched = turn.pass_started.elapsed().as_secs_f64();
+            for _ in 0..turn.granted {
+                self.shared.metrics.dispatch_seconds.observe(dispatched);
+            }
+        }
+    }
+
+    /// Stores a snapshot (the store prunes the events it covers). A failed snapshot poisons
+    /// the store: the writer stops.
+    fn snapshot<S: EventStore>(&mut self, store: &mut S, snapshot: Snapshot) -> Result<(), String> {
+        let started = Instant::now();
+        match store.put_snapshot(snapshot.lsn, &snapshot.bytes) {
             Ok(()) => {
                 info!(
-                    lsn,
-                    bytes = bytes.len(),
-                    live_jobs = self.engine.live_jobs(),
-                    elapsed_ms = started.elapsed().as_millis() as u64,
+                    lsn = snapshot.lsn,
+                    bytes = snapshot.bytes.len(),
+                    live_jobs = snapshot.live_jobs,
+                    encode_ms = snapshot.encoded_in.as_millis() as u64,
+                    store_ms = started.elapsed().as_millis() as u64,
                     "snapshot"
                 );
-                self.events_since_snapshot = 0;
-                self.last_snapshot = (Instant::now(), started.elapsed());
                 Ok(())
             }
             Err(e) => {
                 error!(error = %e, "snapshot failed: stopping");
-                self.fail(Outbox::default());
-                Err(format!("snapshot at LSN {lsn} failed: {e}"))
+                Err(self.fail(
+                    Vec::new(),
+                    format!("snapshot at LSN {} failed: {e}", snapshot.lsn),
+                ))
             }
         }
     }
+
+    /// Stops the store side: `group` and every later turn are answered `Unavailable`, and the
+    /// server is marked failed. Returns `why`.
+    fn fail(&mut self, group: Vec<Sealed>, why: String) -> String {
+        self.failed = Some(why.clone());
+        self.shared.ready.store(false, Ordering::Release);
+        self.shared.failed.store(true, Ordering::Release);
+        group.into_iter().for_each(Committer::refuse);
+        why
+    }
+
+    /// Answers every caller of a turn that will not be made durable with `Unavailable`.
+    fn refuse(turn: Sealed) {
+        for pending in turn.replies {
+            match pending {
+                Pending::Ready(send) => send(false),
+                Pending::Leases(reply, _) => {
+                    let _ = reply.send(Err(Unavailable));
+                }
+            }
+        }
+    }
+}
+
+/// A lease as the worker gets it, with its job's stored demand and payload.
+fn grant(
+    (lease, tenant, class): Delivery,
+    lease_ms: u64,
+    stored: Option<Vec<u8>>,
+) -> Result<LeaseGrant, String> {
+    let (demand, payload) = match stored {
+        Some(bytes) => {
+            let s: StoredJob = serde_json::from_slice(&bytes)
+                .map_err(|e| format!("job {}: stored payload: {e}", lease.job))?;
+            let demand = if s.demand.is_empty() {
+                default_demand()
+            } else {
+                s.demand
+            };
+            (demand, s.payload)
+        }
+        None => (default_demand(), Value::Null),
+    };
+    Ok(LeaseGrant {
+        job_id: lease.job,
+        attempt: lease.attempt,
+        epoch: lease.epoch,
+        expires_at: crate::wire::instant(lease.expires),
+        lease_ms,
+        members: lease.members,
+        progress_ms: lease.progress.as_millis(),
+        tenant,
+        class,
+        demand,
+        payload,
+    })
 }
 
 /// The job whose payload an event makes useless (it ended).
@@ -1086,42 +1379,104 @@ mod tests {
         }
     }
 
-    /// A turn whose commit fails acknowledges nothing: the submission and the long poll that
-    /// got its lease both get `Unavailable`, the writer stops with an error and marks the
-    /// server failed, and after a restart none of the turn is there.
-    #[test]
-    fn a_failed_commit_acknowledges_nothing_and_stops_the_writer() {
+    /// A recovered engine on a fresh `MemStore` (and its disk), a command channel, and the
+    /// shared state, marked ready: what every writer of these tests starts from.
+    struct Fresh {
+        engine: Engine,
+        unsnapshotted: u64,
+        store: MemStore,
+        disk: fairway_store::MemDisk,
+        tx: std::sync::mpsc::SyncSender<Command>,
+        rx: Receiver<Command>,
+        shared: Arc<Shared>,
+    }
+
+    fn fresh() -> Fresh {
         let mut store = MemStore::new();
         let disk = store.disk();
         let (engine, unsnapshotted) =
             recover(&mut store, &settings(), Time::from_millis(1_000)).unwrap();
-        store.fail_next_commit();
         let (tx, rx) = sync_channel(16);
         let shared = Arc::new(Shared::default());
         shared.ready.store(true, Ordering::Release);
-        let (lease_tx, lease_rx) = oneshot::channel();
-        tx.send(Command::Lease {
+        Fresh {
+            engine,
+            unsnapshotted,
+            store,
+            disk,
+            tx,
+            rx,
+            shared,
+        }
+    }
+
+    impl Fresh {
+        /// The writer, on the store as `wrap` makes it of the `MemStore`.
+        fn writer<S: EventStore>(self, wrap: impl FnOnce(MemStore) -> S) -> Writer<S> {
+            let store = wrap(self.store);
+            Writer::new(
+                self.engine,
+                self.unsnapshotted,
+                store,
+                self.rx,
+                self.shared,
+                settings(),
+            )
+        }
+    }
+
+    /// A writer (not yet running) on a fresh `MemStore` whose first turn will be a long poll of
+    /// worker `w1` and the submission of job `j` with payload `42`; with `fail`, that turn's
+    /// commit fails.
+    struct LeaseAndSubmit {
+        writer: Writer<MemStore>,
+        shared: Arc<Shared>,
+        disk: fairway_store::MemDisk,
+        lease_rx: oneshot::Receiver<Result<LeaseOutcome, Unavailable>>,
+        submit_rx: oneshot::Receiver<Result<Vec<Admission>, Unavailable>>,
+    }
+
+    fn lease_and_submit(fail: bool) -> LeaseAndSubmit {
+        let mut fresh = fresh();
+        if fail {
+            fresh.store.fail_next_commit();
+        }
+        let (tx, shared, disk) = (fresh.tx.clone(), fresh.shared.clone(), fresh.disk.clone());
+        let lease_rx = send(&tx, |reply| Command::Lease {
             offer: offer("w1"),
             wait: Dur::from_secs(10),
-            reply: lease_tx,
-        })
-        .unwrap();
-        let (submit_tx, submit_rx) = oneshot::channel();
-        tx.send(Command::Submit {
+            reply,
+        });
+        let submit_rx = send(&tx, |reply| Command::Submit {
             jobs: vec![SubmitJob {
                 spec: JobSpec::new("j", "acme"),
                 deadline_ms: None,
                 blob: Some(StoredJob::encode(&default_demand(), Some(b"42"))),
             }],
-            reply: submit_tx,
-        })
-        .unwrap();
-        let writer = Writer::new(engine, unsnapshotted, store, rx, shared.clone(), settings());
-        let result = writer.run();
+            reply,
+        });
+        let writer = fresh.writer(|store| store);
+        LeaseAndSubmit {
+            writer,
+            shared,
+            disk,
+            lease_rx,
+            submit_rx,
+        }
+    }
+
+    /// A turn whose commit fails acknowledges nothing: the submission and the long poll that
+    /// got its lease both get `Unavailable`, the writer stops with an error and marks the
+    /// server failed, and after a restart none of the turn is there.
+    #[test]
+    fn a_failed_commit_acknowledges_nothing_and_stops_the_writer() {
+        let turn = lease_and_submit(true);
+        let (shared, disk) = (turn.shared.clone(), turn.disk.clone());
+        let result = turn.writer.run();
         assert!(result.is_err(), "{result:?}");
-        assert_eq!(submit_rx.blocking_recv().unwrap(), Err(Unavailable));
+        assert_eq!(turn.submit_rx.blocking_recv().unwrap(), Err(Unavailable));
         assert!(matches!(
-            lease_rx.blocking_recv().unwrap(),
+            turn.lease_rx.blocking_recv().unwrap(),
             Err(Unavailable)
         ));
         assert!(shared.failed.load(Ordering::Acquire));
@@ -1138,13 +1493,9 @@ mod tests {
     /// is neither applied nor answered, because the engine may be ahead of the store.
     #[test]
     fn a_failed_turn_stops_the_writer_for_good() {
-        let mut store = MemStore::new();
-        let (engine, unsnapshotted) =
-            recover(&mut store, &settings(), Time::from_millis(1_000)).unwrap();
-        store.fail_next_commit();
-        let (_tx, rx) = sync_channel(1);
-        let shared = Arc::new(Shared::default());
-        let mut writer = Writer::new(engine, unsnapshotted, store, rx, shared, settings());
+        let mut fresh = fresh();
+        fresh.store.fail_next_commit();
+        let mut writer = fresh.writer(|store| store);
         let (submit_tx, submit_rx) = oneshot::channel();
         let submit = Command::Submit {
             jobs: vec![SubmitJob {
@@ -1211,30 +1562,11 @@ mod tests {
     /// caller gets `Unavailable` and the writer stops, marked failed.
     #[test]
     fn a_deposed_store_answers_no_read() {
-        let mut store = MemStore::new();
-        let (engine, unsnapshotted) =
-            recover(&mut store, &settings(), Time::from_millis(1_000)).unwrap();
-        let (tx, rx) = sync_channel(16);
-        let shared = Arc::new(Shared::default());
-        shared.ready.store(true, Ordering::Release);
-        let (status_tx, status_rx) = oneshot::channel();
-        tx.send(Command::Status {
-            job: "j".into(),
-            tenant: None,
-            reply: status_tx,
-        })
-        .unwrap();
-        let (policy_tx, policy_rx) = oneshot::channel();
-        tx.send(Command::GetPolicy { reply: policy_tx }).unwrap();
-        let writer = Writer::new(
-            engine,
-            unsnapshotted,
-            DeposedStore(store),
-            rx,
-            shared.clone(),
-            settings(),
-        );
-        let result = writer.run();
+        let fresh = fresh();
+        let shared = fresh.shared.clone();
+        let status_rx = status(&fresh.tx, "j");
+        let policy_rx = send(&fresh.tx, |reply| Command::GetPolicy { reply });
+        let result = fresh.writer(DeposedStore).run();
         assert!(result.is_err(), "{result:?}");
         assert_eq!(status_rx.blocking_recv().unwrap(), Err(Unavailable));
         assert!(matches!(
@@ -1249,21 +1581,15 @@ mod tests {
     /// command channel back for the replica's next term.
     #[test]
     fn the_deposed_flag_stops_the_writer_and_returns_the_channel() {
-        let mut store = MemStore::new();
-        let (engine, unsnapshotted) =
-            recover(&mut store, &settings(), Time::from_millis(1_000)).unwrap();
-        let (tx, rx) = sync_channel(16);
-        let shared = Arc::new(Shared::default());
-        shared.ready.store(true, Ordering::Release);
-        let (lease_tx, lease_rx) = oneshot::channel();
-        tx.send(Command::Lease {
+        let fresh = fresh();
+        let tx = fresh.tx.clone();
+        let lease_rx = send(&tx, |reply| Command::Lease {
             offer: offer("w1"),
             wait: Dur::from_secs(30),
-            reply: lease_tx,
-        })
-        .unwrap();
-        shared.deposed.store(true, Ordering::Release);
-        let writer = Writer::new(engine, unsnapshotted, store, rx, shared.clone(), settings());
+            reply,
+        });
+        fresh.shared.deposed.store(true, Ordering::Release);
+        let writer = fresh.writer(|store| store);
         let (result, rx) = writer.run_keeping_channel();
         assert!(result.is_err(), "{result:?}");
         assert!(matches!(
@@ -1277,40 +1603,244 @@ mod tests {
         );
     }
 
+    /// The replay tail is bounded: with many live jobs the pacing rule alone (as many events as
+    /// live jobs) would let the tail grow with the state, but once
+    /// `snapshot_max_tail_events` events follow the last snapshot, the turn that passes them
+    /// snapshots, so a restart replays no more than that (plus one turn).
+    #[test]
+    fn the_replay_tail_is_capped_whatever_the_state() {
+        let fresh = fresh();
+        let disk = fresh.disk.clone();
+        let mut settings = settings();
+        settings.limits.snapshot_every_events = 10;
+        settings.limits.snapshot_max_tail_events = 25;
+        let mut writer = Writer::new(
+            fresh.engine,
+            fresh.unsnapshotted,
+            fresh.store,
+            fresh.rx,
+            fresh.shared,
+            settings,
+        )
+        .unpaced_snapshots();
+        let submit_many = |from: usize, n: usize| {
+            let (reply, _rx) = oneshot::channel();
+            let jobs = (from..from + n)
+                .map(|i| SubmitJob {
+                    spec: JobSpec::new(format!("j{i}"), "acme"),
+                    deadline_ms: None,
+                    blob: None,
+                })
+                .collect();
+            Command::Submit { jobs, reply }
+        };
+        let snapshot_lsn = || {
+            MemStore::open(disk.clone())
+                .recover()
+                .unwrap()
+                .snapshot
+                .map(|s| s.0)
+        };
+        writer
+            .step(Time::from_millis(2_000), vec![submit_many(0, 100)])
+            .unwrap();
+        let first = snapshot_lsn().expect("100 events, as many as the live jobs: a snapshot");
+        // 30 more events: fewer than the 130 live jobs, more than the cap.
+        writer
+            .step(Time::from_millis(3_000), vec![submit_many(100, 30)])
+            .unwrap();
+        let last = writer.store_mut().last_lsn();
+        assert_eq!(last, first + 30);
+        assert_eq!(snapshot_lsn(), Some(last), "the cap took a snapshot");
+        // 20 more: under the cap and under the live jobs: none.
+        writer
+            .step(Time::from_millis(4_000), vec![submit_many(130, 20)])
+            .unwrap();
+        assert_eq!(snapshot_lsn(), Some(last));
+    }
+
+    /// A store whose commits wait at a gate: each commit with anything in it says so on
+    /// `entered`, then waits for the test's word on `gate` (`true`: commit; `false`: fail, as
+    /// a failed fsync would, poisoning the store).
+    struct GatedStore {
+        inner: MemStore,
+        entered: std::sync::mpsc::SyncSender<()>,
+        gate: std::sync::mpsc::Receiver<bool>,
+    }
+
+    impl EventStore for GatedStore {
+        fn commit(&mut self, batch: &Batch) -> Result<u64, fairway_store::StoreError> {
+            if !batch.is_empty() {
+                let _ = self.entered.send(());
+                if !self.gate.recv().unwrap_or(false) {
+                    self.inner.fail_next_commit();
+                }
+            }
+            self.inner.commit(batch)
+        }
+        fn put_snapshot(
+            &mut self,
+            lsn: u64,
+            bytes: &[u8],
+        ) -> Result<(), fairway_store::StoreError> {
+            self.inner.put_snapshot(lsn, bytes)
+        }
+        fn recover(&mut self) -> Result<fairway_store::Recovered, fairway_store::StoreError> {
+            self.inner.recover()
+        }
+        fn payload(&self, job: &str) -> Result<Option<Vec<u8>>, fairway_store::StoreError> {
+            self.inner.payload(job)
+        }
+        fn last_lsn(&self) -> u64 {
+            self.inner.last_lsn()
+        }
+    }
+
+    /// A writer running on its own thread over a [`GatedStore`]: its command channel, the
+    /// shared state, the gate's two ends, the running thread, and the store's disk.
+    struct Gated {
+        tx: std::sync::mpsc::SyncSender<Command>,
+        shared: Arc<Shared>,
+        entered: Receiver<()>,
+        gate: std::sync::mpsc::SyncSender<bool>,
+        running: std::thread::JoinHandle<Result<(), String>>,
+        disk: fairway_store::MemDisk,
+    }
+
+    fn gated_writer() -> Gated {
+        let fresh = fresh();
+        let (tx, shared, disk) = (fresh.tx.clone(), fresh.shared.clone(), fresh.disk.clone());
+        let (entered_tx, entered) = sync_channel(16);
+        let (gate, gate_rx) = sync_channel(16);
+        let writer = fresh.writer(|inner| GatedStore {
+            inner,
+            entered: entered_tx,
+            gate: gate_rx,
+        });
+        let running = std::thread::spawn(move || writer.run());
+        Gated {
+            tx,
+            shared,
+            entered,
+            gate,
+            running,
+            disk,
+        }
+    }
+
+    /// Sends the command `make` builds around a new reply channel; returns the channel.
+    fn send<T>(
+        tx: &std::sync::mpsc::SyncSender<Command>,
+        make: impl FnOnce(Reply<T>) -> Command,
+    ) -> oneshot::Receiver<Result<T, Unavailable>> {
+        let (reply, rx) = oneshot::channel();
+        tx.send(make(reply)).unwrap();
+        rx
+    }
+
+    fn submit(
+        tx: &std::sync::mpsc::SyncSender<Command>,
+        job: &str,
+    ) -> oneshot::Receiver<Result<Vec<Admission>, Unavailable>> {
+        send(tx, |reply| Command::Submit {
+            jobs: vec![SubmitJob {
+                spec: JobSpec::new(job, "acme"),
+                deadline_ms: None,
+                blob: None,
+            }],
+            reply,
+        })
+    }
+
+    fn status(
+        tx: &std::sync::mpsc::SyncSender<Command>,
+        job: &str,
+    ) -> oneshot::Receiver<Result<Option<JobStatus>, Unavailable>> {
+        send(tx, |reply| Command::Status {
+            job: job.into(),
+            tenant: None,
+            reply,
+        })
+    }
+
+    /// Waits until the engine side has taken `n` commands into its turns (it counts them off
+    /// the queue-depth gauge, which these tests never raise), and a little longer, for their
+    /// turns to be sealed and handed on.
+    fn await_taken(shared: &Shared, n: i64) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while shared.metrics.writer_queue_depth.get() > -n {
+            assert!(
+                Instant::now() < deadline,
+                "the writer did not take the commands"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    /// With the commit of turn 1 (a submission) still running on the store thread, the
+    /// engine side applies turn 2, a status read of that job, which sees it queued; the read
+    /// must not be answered while the commit that holds the job is not durable. Once the
+    /// commit is let through, both are answered, the read with what it saw.
+    #[test]
+    fn a_pipelined_read_waits_for_the_commit_it_could_show() {
+        let w = gated_writer();
+        let submitted = submit(&w.tx, "j");
+        w.entered.recv().unwrap();
+        let mut read = status(&w.tx, "j");
+        await_taken(&w.shared, 2);
+        assert!(
+            matches!(read.try_recv(), Err(oneshot::error::TryRecvError::Empty)),
+            "a read was answered before the commit it shows was durable"
+        );
+        w.gate.send(true).unwrap();
+        let admissions = submitted.blocking_recv().unwrap().unwrap();
+        assert!(admissions[0].is_accepted(), "{admissions:?}");
+        let seen = read.blocking_recv().unwrap().unwrap();
+        assert_eq!(seen.map(|s| s.state), Some(JobState::Queued));
+        w.shared.shutdown.store(true, Ordering::Release);
+        w.tx.send(Command::Wake).unwrap();
+        w.running.join().unwrap().unwrap();
+    }
+
+    /// Turn 1's commit (a submission) fails while turn 2, a read of turn 1's job, waits
+    /// behind it, applied: neither is answered but `Unavailable` (the read has nothing to
+    /// commit, and a poisoned `MemStore` would let its term check through), the writer stops
+    /// with the error, and a restart does not find the job.
+    #[test]
+    fn a_failed_commit_in_the_pipeline_answers_no_later_turn() {
+        let w = gated_writer();
+        let first = submit(&w.tx, "j1");
+        w.entered.recv().unwrap();
+        let read = status(&w.tx, "j1");
+        await_taken(&w.shared, 2);
+        // Fail turn 1's commit, and any other the store side would wrongly go on to try.
+        for _ in 0..3 {
+            w.gate.send(false).unwrap();
+        }
+        assert_eq!(first.blocking_recv().unwrap(), Err(Unavailable));
+        assert_eq!(read.blocking_recv().unwrap(), Err(Unavailable));
+        let result = w.running.join().unwrap();
+        assert!(result.is_err(), "{result:?}");
+        assert!(w.shared.failed.load(Ordering::Acquire));
+        assert!(!w.shared.ready.load(Ordering::Acquire));
+        let mut store = MemStore::open(w.disk);
+        let (engine, _) = recover(&mut store, &settings(), Time::from_millis(2_000)).unwrap();
+        assert!(engine.status("j1").is_none());
+    }
+
     /// The same turn with a working store answers after the commit: the submission is
     /// accepted, the parked long poll gets the lease with the job's payload, and both are
     /// durable.
     #[test]
     fn a_turn_answers_after_its_commit() {
-        let mut store = MemStore::new();
-        let disk = store.disk();
-        let (engine, unsnapshotted) =
-            recover(&mut store, &settings(), Time::from_millis(1_000)).unwrap();
-        let (tx, rx) = sync_channel(16);
-        let shared = Arc::new(Shared::default());
-        let (lease_tx, lease_rx) = oneshot::channel();
-        tx.send(Command::Lease {
-            offer: offer("w1"),
-            wait: Dur::from_secs(10),
-            reply: lease_tx,
-        })
-        .unwrap();
-        let (submit_tx, submit_rx) = oneshot::channel();
-        tx.send(Command::Submit {
-            jobs: vec![SubmitJob {
-                spec: JobSpec::new("j", "acme"),
-                deadline_ms: None,
-                blob: Some(StoredJob::encode(&default_demand(), Some(b"42"))),
-            }],
-            reply: submit_tx,
-        })
-        .unwrap();
+        let turn = lease_and_submit(false);
+        let (shared, disk) = (turn.shared.clone(), turn.disk.clone());
         shared.shutdown.store(true, Ordering::Release);
-        let writer = Writer::new(engine, unsnapshotted, store, rx, shared.clone(), settings());
-        writer.run().unwrap();
-        let admissions = submit_rx.blocking_recv().unwrap().unwrap();
+        turn.writer.run().unwrap();
+        let admissions = turn.submit_rx.blocking_recv().unwrap().unwrap();
         assert!(admissions[0].is_accepted(), "{admissions:?}");
-        let Ok(LeaseOutcome::Granted(leases)) = lease_rx.blocking_recv().unwrap() else {
+        let Ok(LeaseOutcome::Granted(leases)) = turn.lease_rx.blocking_recv().unwrap() else {
             panic!("no lease");
         };
         assert_eq!(leases.len(), 1);

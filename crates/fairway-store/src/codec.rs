@@ -34,8 +34,12 @@ pub const FRAME_HEADER_LEN: usize = 8;
 /// Variant order is the wire format: append new versions, never reorder.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 pub enum LogRecord {
-    /// Version 1: one engine event.
-    V1(Event),
+    /// Version 1: one engine event (boxed in memory; postcard writes a box as its content).
+    V1(Box<Event>),
+    /// Version 2: a group of consecutive events (one group commit), each held as its own
+    /// framed `V1` record, so that damage inside the group is refused at the LSN of the event
+    /// it hit. [`encode_events`] writes it; [`decode_events`] reads it without copying.
+    V2(Vec<Bytes>),
 }
 
 /// The same wire format as [`LogRecord`], borrowed, so that encoding does not clone the event.
@@ -45,7 +49,7 @@ enum LogRecordRef<'a> {
 }
 
 /// The number of [`LogRecord`] versions this build can read.
-const LOG_RECORD_VERSIONS: u32 = 1;
+const LOG_RECORD_VERSIONS: u32 = 2;
 
 /// The versions of a snapshot record.
 ///
@@ -172,13 +176,182 @@ pub fn encode_event(event: &Event) -> Result<Vec<u8>, CodecError> {
     frame(&LogRecordRef::V1(event))
 }
 
-/// Decodes one framed event, verifying its length, CRC and version.
+/// Decodes one framed event (a `V1` record), verifying its length, CRC and version. A group
+/// (`V2`) is refused as `Malformed`: read it with [`decode_events`].
 pub fn decode_event(bytes: &[u8]) -> Result<Event, CodecError> {
     let payload = unframe(bytes)?;
     check_version(payload, LOG_RECORD_VERSIONS)?;
-    match take_all::<LogRecord>(payload)? {
-        LogRecord::V1(event) => Ok(event),
+    match take_varint(payload)? {
+        (0, event) => take_all::<Event>(event),
+        _ => Err(CodecError::Malformed(
+            "a group of events (log record version 2), not one event".into(),
+        )),
     }
+}
+
+/// Frames consecutive events as one log record, `[len][crc32][postcard(LogRecord::V2(frames))]`,
+/// where each of `frames` is the event's own [`encode_event`] frame. One record per group
+/// commit: the embedded store inserts one value per turn instead of one per event.
+pub fn encode_events(events: &[Event]) -> Result<Vec<u8>, CodecError> {
+    let mut out = Vec::with_capacity(FRAME_HEADER_LEN + 10 + events.len() * 64);
+    out.extend_from_slice(&[0; FRAME_HEADER_LEN]);
+    push_varint(&mut out, 1);
+    push_varint(&mut out, events.len() as u64);
+    let mut scratch = Vec::new();
+    for event in events {
+        scratch.clear();
+        scratch.extend_from_slice(&[0; FRAME_HEADER_LEN]);
+        let frame = seal(
+            postcard::to_extend(&LogRecordRef::V1(event), scratch)
+                .map_err(|e| CodecError::Malformed(e.to_string()))?,
+        )?;
+        push_varint(&mut out, frame.len() as u64);
+        out.extend_from_slice(&frame);
+        scratch = frame;
+    }
+    seal(out)
+}
+
+/// Frames already framed events (each a `V1` record) as one `V2` group record.
+pub fn group_frames(frames: &[&[u8]]) -> Result<Vec<u8>, CodecError> {
+    let len: usize = frames.iter().map(|f| f.len() + 5).sum();
+    let mut out = Vec::with_capacity(FRAME_HEADER_LEN + 10 + len);
+    out.extend_from_slice(&[0; FRAME_HEADER_LEN]);
+    push_varint(&mut out, 1);
+    push_varint(&mut out, frames.len() as u64);
+    for frame in frames {
+        push_varint(&mut out, frame.len() as u64);
+        out.extend_from_slice(frame);
+    }
+    seal(out)
+}
+
+/// A log record's damage: the index, within the record, of the event it hit (0 when it is in
+/// what the record's own header covers and no event can be named), and what is wrong.
+pub type RecordError = (usize, CodecError);
+
+/// Decodes one log record of either version into its events: one for `V1`, the group for
+/// `V2`. Every event's own frame is checked too. When the record's frame is damaged, the
+/// error names the first event whose own frame is damaged, so that the store refuses the
+/// record at that event's LSN.
+pub fn decode_events(bytes: &[u8]) -> Result<Vec<Event>, RecordError> {
+    split_record(bytes)?
+        .into_iter()
+        .enumerate()
+        .map(|(i, frame)| decode_event(frame).map_err(|e| (i, e)))
+        .collect()
+}
+
+/// The events' frames of one log record, checked by the record's own length and CRC (not yet
+/// each event's): the record itself for `V1`, its frames for `V2`.
+pub fn split_record(bytes: &[u8]) -> Result<Vec<&[u8]>, RecordError> {
+    let payload = match unframe(bytes) {
+        Ok(payload) => payload,
+        Err(e) => return Err(locate_damage(bytes, e)),
+    };
+    check_version(payload, LOG_RECORD_VERSIONS).map_err(|e| (0, e))?;
+    let (version, rest) = take_varint(payload).map_err(|e| (0, e))?;
+    if version == 0 {
+        return Ok(vec![bytes]);
+    }
+    let (count, mut rest) = take_varint(rest).map_err(|e| (0, e))?;
+    if count == 0 {
+        return Err((0, CodecError::Malformed("a group of no events".into())));
+    }
+    // Each frame is at least a header: a count beyond that is not what a writer wrote.
+    if count > (rest.len() / FRAME_HEADER_LEN) as u64 {
+        return Err((
+            0,
+            CodecError::Malformed(format!("a group claims {count} events")),
+        ));
+    }
+    let mut frames = Vec::with_capacity(count as usize);
+    for i in 0..count as usize {
+        let (frame, after) = take_frame(rest).map_err(|e| (i, e))?;
+        frames.push(frame);
+        rest = after;
+    }
+    if !rest.is_empty() {
+        return Err((
+            frames.len() - 1,
+            CodecError::Malformed(format!("{} trailing bytes after the group", rest.len())),
+        ));
+    }
+    Ok(frames)
+}
+
+/// How many events a log record holds, read from its header (`None` when the record's frame
+/// is damaged; recovery then refuses it).
+pub fn record_len(bytes: &[u8]) -> Option<u64> {
+    let payload = unframe(bytes).ok()?;
+    match take_varint(payload).ok()? {
+        (0, _) => Some(1),
+        (1, rest) => take_varint(rest).ok().map(|(count, _)| count),
+        _ => None,
+    }
+}
+
+/// Names the event a damaged record's frame error is about: the first event of a group
+/// whose own frame fails its checks, read past the record's failed header. A record whose
+/// frames all check (its own header was hit) is refused at its first event.
+fn locate_damage(bytes: &[u8], error: CodecError) -> RecordError {
+    let mut rest = bytes.get(FRAME_HEADER_LEN..).unwrap_or(&[]);
+    let Ok((1, after)) = take_varint(rest) else {
+        return (0, error);
+    };
+    let Ok((count, after)) = take_varint(after) else {
+        return (0, error);
+    };
+    rest = after;
+    for i in 0..count.min(rest.len() as u64) as usize {
+        match take_varint(rest) {
+            Ok((len, after)) => {
+                let Some(end) = usize::try_from(len).ok().filter(|&l| l <= after.len()) else {
+                    // Its length runs past the record: it was cut short (its own length check
+                    // says so), or its length was hit.
+                    return (i, decode_event(after).err().unwrap_or(error));
+                };
+                if let Err(e) = decode_event(&after[..end]) {
+                    return (i, e);
+                }
+                rest = &after[end..];
+            }
+            // The record ends before this event's frame: cut short (its length is wrong), it
+            // is the first event missing; at its full length, the count was hit.
+            Err(_) => {
+                let cut = matches!(error, CodecError::LengthMismatch { .. });
+                return (if cut { i } else { 0 }, error);
+            }
+        }
+    }
+    (0, error)
+}
+
+/// One length-prefixed frame of a group, and what follows it.
+fn take_frame(bytes: &[u8]) -> Result<(&[u8], &[u8]), CodecError> {
+    let (len, rest) = take_varint(bytes)?;
+    match usize::try_from(len).ok().filter(|&l| l <= rest.len()) {
+        Some(len) => Ok(rest.split_at(len)),
+        None => Err(CodecError::Malformed(format!(
+            "a frame of {len} bytes in a group with {} left",
+            rest.len()
+        ))),
+    }
+}
+
+/// A postcard varint (unsigned LEB128), and what follows it.
+fn take_varint(bytes: &[u8]) -> Result<(u64, &[u8]), CodecError> {
+    postcard::take_from_bytes::<u64>(bytes)
+        .map_err(|e| CodecError::Malformed(format!("a length: {e}")))
+}
+
+/// Appends `value` as a postcard varint (unsigned LEB128).
+fn push_varint(out: &mut Vec<u8>, mut value: u64) {
+    while value >= 0x80 {
+        out.push((value as u8) | 0x80);
+        value >>= 7;
+    }
+    out.push(value as u8);
 }
 
 /// Frames the engine's opaque snapshot bytes as `[len][crc32][postcard(SnapshotRecord::V1(bytes))]`.
@@ -383,24 +556,34 @@ mod tests {
         assert_eq!(&frame[FRAME_HEADER_LEN..], &expected[..]);
     }
 
+    /// Calls `check` with each copy of `frame` that has one bit flipped, and that bit's byte.
+    fn each_flipped_bit(frame: &[u8], mut check: impl FnMut(usize, &[u8])) {
+        for bit in 0..frame.len() * 8 {
+            let mut bad = frame.to_vec();
+            bad[bit / 8] ^= 1 << (bit % 8);
+            check(bit / 8, &bad);
+        }
+    }
+
+    /// Whether `err` is what a frame's own checks say of damaged bytes. Inside a group, a
+    /// damaged length prefix can also cut an event's frame shorter than a header.
+    fn is_damage(err: &CodecError, in_group: bool) -> bool {
+        match err {
+            CodecError::LengthMismatch { .. } | CodecError::Checksum { .. } => true,
+            CodecError::TooShort { .. } => in_group,
+            _ => false,
+        }
+    }
+
     // Proves: flipping any single bit anywhere in a frame is detected (as a length or checksum
     // error), never decoded into a different event and never a panic.
     #[test]
     fn every_flipped_bit_is_detected() {
         for event in sample_events() {
-            let frame = encode_event(&event).unwrap();
-            for bit in 0..frame.len() * 8 {
-                let mut bad = frame.clone();
-                bad[bit / 8] ^= 1 << (bit % 8);
-                let err = decode_event(&bad).expect_err("a flipped bit must be detected");
-                assert!(
-                    matches!(
-                        err,
-                        CodecError::LengthMismatch { .. } | CodecError::Checksum { .. }
-                    ),
-                    "bit {bit}: {err:?}"
-                );
-            }
+            each_flipped_bit(&encode_event(&event).unwrap(), |byte, bad| {
+                let err = decode_event(bad).expect_err("a flipped bit must be detected");
+                assert!(is_damage(&err, false), "byte {byte}: {err:?}");
+            });
         }
     }
 
@@ -425,22 +608,24 @@ mod tests {
         ));
     }
 
-    // Proves: a record of a newer version (variant index 1 = `V2`), correctly framed, is refused
-    // with a version error that names both versions, not decoded as something else.
+    // Proves: a record of a newer version (variant index 2 = `V3`), correctly framed, is refused
+    // with a version error that names both versions, not decoded as something else, by both
+    // decoders.
     #[test]
     fn newer_version_is_refused() {
         let mut frame = encode_event(&sample_events()[1]).unwrap();
-        frame[FRAME_HEADER_LEN] = 1;
+        frame[FRAME_HEADER_LEN] = 2;
         let frame = seal(frame).unwrap();
         let err = decode_event(&frame).unwrap_err();
         assert_eq!(
             err,
             CodecError::UnknownVersion {
-                found: 2,
-                supported: 1
+                found: 3,
+                supported: 2
             }
         );
-        assert!(err.to_string().contains("version 2"), "{err}");
+        assert!(err.to_string().contains("version 3"), "{err}");
+        assert_eq!(decode_events(&frame), Err((0, err)));
         let mut snap = encode_snapshot(b"abc").unwrap();
         snap[FRAME_HEADER_LEN] = 5;
         let snap = seal(snap).unwrap();
@@ -483,5 +668,104 @@ mod tests {
                 actual: 3
             })
         );
+    }
+
+    // Proves: a group of events survives encode then decode unchanged, says how many events it
+    // holds, and holds each event as exactly that event's own `V1` frame; a `V1` record reads
+    // as a group of one; one event alone is refused by `decode_event` when it is a group.
+    #[test]
+    fn a_group_round_trips_and_holds_each_event_framed() {
+        let events = sample_events();
+        let record = encode_events(&events).unwrap();
+        assert_eq!(decode_events(&record).unwrap(), events);
+        assert_eq!(record_len(&record), Some(events.len() as u64));
+        let frames = split_record(&record).unwrap();
+        for (frame, event) in frames.iter().zip(&events) {
+            assert_eq!(*frame, encode_event(event).unwrap().as_slice());
+        }
+        assert_eq!(group_frames(&frames).unwrap(), record);
+        let single = encode_event(&events[0]).unwrap();
+        assert_eq!(decode_events(&single).unwrap(), vec![events[0].clone()]);
+        assert_eq!(record_len(&single), Some(1));
+        assert!(matches!(
+            decode_event(&record),
+            Err(CodecError::Malformed(ref why)) if why.contains("group")
+        ));
+    }
+
+    // Proves: a group's payload is postcard's encoding of `LogRecord::V2` holding the events'
+    // frames, so that the persisted type really is `LogRecord`.
+    #[test]
+    fn a_group_is_the_versioned_enum() {
+        #[derive(Serialize)]
+        enum Owned {
+            V1(Box<Event>),
+            V2(Vec<Vec<u8>>),
+        }
+        let events = sample_events();
+        let frames: Vec<Vec<u8>> = events.iter().map(|e| encode_event(e).unwrap()).collect();
+        let expected = postcard::to_stdvec(&Owned::V2(frames.clone())).unwrap();
+        assert_eq!(
+            &encode_events(&events).unwrap()[FRAME_HEADER_LEN..],
+            &expected[..]
+        );
+        let single = postcard::to_stdvec(&Owned::V1(Box::new(events[0].clone()))).unwrap();
+        assert_eq!(&frames[0][FRAME_HEADER_LEN..], &single[..]);
+        let read: LogRecord = postcard::from_bytes(&expected).unwrap();
+        assert_eq!(read, LogRecord::V2(frames.into_iter().map(Bytes).collect()));
+    }
+
+    /// The byte range of each event's part of a group record (its length prefix and frame).
+    fn event_ranges(record: &[u8]) -> Vec<std::ops::Range<usize>> {
+        let frames = split_record(record).unwrap();
+        let mut end = record.len();
+        let mut ranges: Vec<_> = frames
+            .iter()
+            .rev()
+            .map(|f| {
+                let mut prefix = Vec::new();
+                push_varint(&mut prefix, f.len() as u64);
+                let start = end - f.len() - prefix.len();
+                let range = start..end;
+                end = start;
+                range
+            })
+            .collect();
+        ranges.reverse();
+        ranges
+    }
+
+    // Proves: flipping any single bit of a group record is refused, and named at the event
+    // whose part of the record it hit (its length prefix or its frame); a bit of the record's
+    // own header, version or count is named at the first event.
+    #[test]
+    fn every_flipped_bit_in_a_group_is_refused_at_its_event() {
+        let record = encode_events(&sample_events()).unwrap();
+        let ranges = event_ranges(&record);
+        each_flipped_bit(&record, |byte, bad| {
+            let (at, err) = decode_events(bad).expect_err("a flipped bit must be refused");
+            let expected = ranges.iter().position(|r| r.contains(&byte)).unwrap_or(0);
+            assert_eq!(at, expected, "byte {byte}: {err:?}");
+            assert!(is_damage(&err, true), "byte {byte}: {err:?}");
+        });
+    }
+
+    // Proves: a group record cut short anywhere (a torn write) is refused, at the event whose
+    // part it cut into (or the first one it left out entirely).
+    #[test]
+    fn a_truncated_group_is_refused_at_the_event_cut() {
+        let record = encode_events(&sample_events()).unwrap();
+        let ranges = event_ranges(&record);
+        for cut in 0..record.len() {
+            let (at, err) = decode_events(&record[..cut]).expect_err("a cut record must fail");
+            let expected = ranges.iter().position(|r| r.end > cut).unwrap_or(0);
+            if cut < FRAME_HEADER_LEN {
+                assert_eq!((at, err), (0, CodecError::TooShort { len: cut }));
+            } else if cut > ranges[0].start {
+                assert_eq!(at, expected, "cut at {cut}: {err:?}");
+            } else {
+                assert_eq!(at, 0, "cut at {cut}: {err:?}");
+            }
+        }
     }
 }

@@ -420,6 +420,19 @@ pub fn payloads<B: Backend>(backend: &mut B) {
         None,
         "put then deleted in one batch"
     );
+    // Read together, in the order asked (repeats included), they are what each read says.
+    let jobs = ["d", "a", "never-stored", "b", "a"];
+    assert_eq!(
+        store.payloads(&jobs).unwrap(),
+        vec![
+            None,
+            Some(b"alpha2".to_vec()),
+            None,
+            Some(Vec::new()),
+            Some(b"alpha2".to_vec())
+        ]
+    );
+    assert_eq!(store.payloads(&[]).unwrap(), Vec::<Option<Vec<u8>>>::new());
 }
 
 /// Proves: a snapshot comes back from `recover` with exactly the events after it; it prunes the

@@ -66,6 +66,25 @@ impl Batch {
     pub fn is_empty(&self) -> bool {
         self.events.is_empty() && self.put_payloads.is_empty() && self.delete_payloads.is_empty()
     }
+
+    /// Appends `later`, so that committing the result leaves the store as committing `self`
+    /// and then `later` would: the events follow in order, and a payload `later` puts is no
+    /// longer deleted by `self` (within one batch deletes apply after the puts, so without
+    /// this a job deleted in `self` and put again in `later` would end deleted).
+    pub fn append(&mut self, later: Batch) {
+        if !later.put_payloads.is_empty() && !self.delete_payloads.is_empty() {
+            let put: std::collections::BTreeSet<&str> = later
+                .put_payloads
+                .iter()
+                .map(|(job, _)| job.as_str())
+                .collect();
+            self.delete_payloads
+                .retain(|job| !put.contains(job.as_str()));
+        }
+        self.events.extend(later.events);
+        self.put_payloads.extend(later.put_payloads);
+        self.delete_payloads.extend(later.delete_payloads);
+    }
 }
 
 /// What [`EventStore::recover`] found: the engine is the snapshot's state plus these events.
@@ -113,6 +132,13 @@ pub trait EventStore: Send {
     /// The payload of `job`, if one is stored.
     fn payload(&self, job: &str) -> Result<Option<Vec<u8>>, StoreError>;
 
+    /// The payloads of `jobs`, in their order: what [`EventStore::payload`] answers for each,
+    /// read in one transaction where the backend can (the writer reads a turn's leased jobs
+    /// at once). An error for one job is the error of the whole call.
+    fn payloads(&self, jobs: &[&str]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+        jobs.iter().map(|job| self.payload(job)).collect()
+    }
+
     /// The LSN of the last committed event (0 before the first). Durable: it survives reopening.
     fn last_lsn(&self) -> Lsn;
 
@@ -123,6 +149,28 @@ pub trait EventStore: Send {
     fn fence(&mut self) -> Result<(), StoreError> {
         Ok(())
     }
+}
+
+/// `Poisoned` once a write of the store failed (see [`EventStore`]), shared by every backend.
+pub(crate) fn unpoisoned(poisoned: bool) -> Result<(), StoreError> {
+    if poisoned {
+        Err(StoreError::Poisoned)
+    } else {
+        Ok(())
+    }
+}
+
+/// A write's result, poisoning the store when it failed: the outcome of a failed write is
+/// unknown (it may even have become durable) and the caller's memory is ahead of the store,
+/// so the only way on is a restart (redb's own rule, one level up). Shared by every backend.
+pub(crate) fn poison_on_error<T>(
+    poisoned: &mut bool,
+    result: Result<T, StoreError>,
+) -> Result<T, StoreError> {
+    if result.is_err() {
+        *poisoned = true;
+    }
+    result
 }
 
 /// Checks the arguments of [`EventStore::put_snapshot`], shared by every backend.
@@ -147,10 +195,14 @@ pub(crate) fn check_snapshot_lsn(
 }
 
 /// Builds a [`Recovered`] from framed records, shared by every backend: decodes the snapshot,
-/// then checks that the events after it start right after it and have no hole.
-pub(crate) fn recover_from_frames<E>(
+/// then each log record (keyed by the LSN of its first event: one event for a `V1` record, a
+/// group for `V2`), checking that the events after the snapshot start right after it, have no
+/// hole, and reach `last_lsn`, the last LSN the store committed (a shortened tail is a loss).
+/// A damaged record is refused at the LSN of the event it hit.
+pub(crate) fn recover_from_records<E>(
     snapshot: Option<(Lsn, &[u8])>,
-    events: impl IntoIterator<Item = Result<(Lsn, E), StoreError>>,
+    records: impl IntoIterator<Item = Result<(Lsn, E), StoreError>>,
+    last_lsn: Lsn,
 ) -> Result<Recovered, StoreError>
 where
     E: AsRef<[u8]>,
@@ -165,27 +217,37 @@ where
     };
     let mut expected = snapshot.as_ref().map_or(1, |(lsn, _)| lsn + 1);
     let mut out = Vec::new();
-    for item in events {
-        let (lsn, frame) = item?;
-        if lsn < expected {
-            // Older than the snapshot and not yet pruned: not part of the recovered state.
-            continue;
-        }
-        if lsn > expected {
+    for item in records {
+        let (first, record) = item?;
+        if first > expected {
             return Err(StoreError::Corrupt {
                 lsn: expected,
                 reason: CorruptReason::Missing,
             });
         }
-        let event = decode_event(frame.as_ref()).map_err(|e| StoreError::Corrupt {
-            lsn,
-            reason: CorruptReason::Codec(e),
-        })?;
-        out.push((lsn, event));
-        expected += 1;
+        let events =
+            codec::decode_events(record.as_ref()).map_err(|(i, e)| StoreError::Corrupt {
+                lsn: first + i as u64,
+                reason: CorruptReason::Codec(e),
+            })?;
+        for (lsn, event) in (first..).zip(events) {
+            if lsn < expected {
+                // Older than the snapshot and not yet pruned: not part of the recovered state.
+                continue;
+            }
+            out.push((lsn, event));
+            expected += 1;
+        }
     }
-    Ok(Recovered {
+    let recovered = Recovered {
         snapshot,
         events: out,
-    })
+    };
+    if recovered.last_lsn() < last_lsn {
+        return Err(StoreError::Corrupt {
+            lsn: recovered.last_lsn() + 1,
+            reason: CorruptReason::Missing,
+        });
+    }
+    Ok(recovered)
 }

@@ -7,7 +7,7 @@
 //! recovery detects it through the same code.
 
 use crate::codec;
-use crate::{Batch, CorruptReason, EventStore, Lsn, Recovered, StoreError};
+use crate::{Batch, EventStore, Lsn, Recovered, StoreError};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -291,11 +291,7 @@ impl MemStore {
     }
 
     fn check_poisoned(&self) -> Result<(), StoreError> {
-        if self.poisoned {
-            Err(StoreError::Poisoned)
-        } else {
-            Ok(())
-        }
+        crate::unpoisoned(self.poisoned)
     }
 
     fn commit_inner(&mut self, batch: &Batch) -> Result<Lsn, StoreError> {
@@ -343,29 +339,16 @@ impl EventStore for MemStore {
         if batch.is_empty() {
             return Ok(self.last_lsn);
         }
-        match self.commit_inner(batch) {
-            Ok(lsn) => {
-                self.last_lsn = lsn;
-                Ok(lsn)
-            }
-            Err(e) => {
-                self.poisoned = true;
-                Err(e)
-            }
-        }
+        let result = self.commit_inner(batch);
+        self.last_lsn = crate::poison_on_error(&mut self.poisoned, result)?;
+        Ok(self.last_lsn)
     }
 
     fn put_snapshot(&mut self, lsn: Lsn, bytes: &[u8]) -> Result<(), StoreError> {
         self.check_poisoned()?;
         let frame = crate::check_snapshot_lsn(lsn, self.last_lsn, self.snapshot_lsn)
             .and_then(|()| codec::encode_snapshot(bytes).map_err(StoreError::Encode));
-        let frame = match frame {
-            Ok(frame) => frame,
-            Err(e) => {
-                self.poisoned = true;
-                return Err(e);
-            }
-        };
+        let frame = crate::poison_on_error(&mut self.poisoned, frame)?;
         let fault = self.fail_next_snapshot.take();
         if fault == Some(SnapshotFailure::NotWritten) {
             self.poisoned = true;
@@ -398,19 +381,13 @@ impl EventStore for MemStore {
             .iter()
             .next_back()
             .map(|(lsn, frame)| (*lsn, frame.as_slice()));
-        let recovered = crate::recover_from_frames(
+        crate::recover_from_records(
             snapshot,
             disk.events
                 .iter()
                 .map(|(lsn, frame)| Ok((*lsn, frame.as_slice()))),
-        )?;
-        if recovered.last_lsn() < self.last_lsn {
-            return Err(StoreError::Corrupt {
-                lsn: recovered.last_lsn() + 1,
-                reason: CorruptReason::Missing,
-            });
-        }
-        Ok(recovered)
+            self.last_lsn,
+        )
     }
 
     fn payload(&self, job: &str) -> Result<Option<Vec<u8>>, StoreError> {
@@ -610,6 +587,53 @@ mod tests {
         assert!(
             store.recover().is_ok(),
             "the copies were damaged, not the disk"
+        );
+    }
+
+    fn put(job: &str, bytes: &[u8]) -> (String, Vec<u8>) {
+        (job.into(), bytes.to_vec())
+    }
+
+    /// Proves: committing `a` with `b` appended leaves the store as committing `a` and then
+    /// `b` does, for every way their puts and deletes can meet: put then deleted (gone),
+    /// deleted then put again (kept, with the new bytes), put twice (the later bytes), and
+    /// deleted by both.
+    #[test]
+    fn an_appended_batch_commits_as_the_two_in_turn() {
+        let first = Batch {
+            events: vec![eligible("1")],
+            put_payloads: vec![put("ended-later", b"e"), put("twice", b"old")],
+            delete_payloads: vec!["put-again".into(), "deleted-twice".into()],
+        };
+        let second = Batch {
+            events: vec![eligible("2"), eligible("3")],
+            put_payloads: vec![put("put-again", b"new"), put("twice", b"new")],
+            delete_payloads: vec!["ended-later".into(), "deleted-twice".into()],
+        };
+        let before = Batch {
+            put_payloads: vec![put("put-again", b"before"), put("deleted-twice", b"d")],
+            ..Batch::default()
+        };
+        let mut one_by_one = MemStore::new();
+        one_by_one.commit(&before).unwrap();
+        one_by_one.commit(&first).unwrap();
+        one_by_one.commit(&second).unwrap();
+        let mut merged = first.clone();
+        merged.append(second);
+        let mut together = MemStore::new();
+        together.commit(&before).unwrap();
+        assert_eq!(together.commit(&merged).unwrap(), 3);
+        assert_eq!(together.recover().unwrap(), one_by_one.recover().unwrap());
+        for job in ["ended-later", "twice", "put-again", "deleted-twice"] {
+            assert_eq!(
+                together.payload(job).unwrap(),
+                one_by_one.payload(job).unwrap(),
+                "{job}"
+            );
+        }
+        assert_eq!(
+            together.payload("put-again").unwrap(),
+            Some(b"new".to_vec())
         );
     }
 }

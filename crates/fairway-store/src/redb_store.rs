@@ -5,11 +5,12 @@
 //! | table       | key            | value                                  |
 //! | ----------- | -------------- | -------------------------------------- |
 //! | `meta`      | `&str`         | `u64`: `format_version`                |
-//! | `events`    | `u64` (LSN)    | framed `LogRecord`                     |
+//! | `events`    | `u64` (LSN)    | framed `LogRecord`: a group commit's events (`V2`), keyed by the LSN of its first; one event (`V1`) in files of format 1 |
 //! | `snapshots` | `u64` (LSN)    | framed `SnapshotRecord`                |
 //! | `payloads`  | `&str` (job)   | framed opaque bytes                    |
 //!
-//! Each [`EventStore::commit`] is one redb write transaction with `Durability::Immediate`: redb
+//! Each [`EventStore::commit`] is one redb write transaction with `Durability::Immediate`, and
+//! inserts one record for all of its events (and one per payload put or delete): redb
 //! fsyncs before `commit` returns, and a crash during that fsync rolls the whole transaction back
 //! on the next open (redb's 1PC+C). Following redb's own audit, this module never uses
 //! savepoints, table deletion or renaming, and never catches a panic around a write transaction.
@@ -28,7 +29,18 @@ pub const DB_FILE_NAME: &str = "fairway.redb";
 
 /// The on-disk format this build writes and the newest it reads. Bump it (and teach
 /// [`RedbStore::open`] to upgrade) whenever the tables or their meaning change.
-pub const FORMAT_VERSION: u64 = 1;
+///
+/// - 1: one `V1` log record (one event) per LSN in `events`.
+/// - 2: one log record per group commit, keyed by the LSN of its first event: `V2` (a group)
+///   as this build writes them, or `V1` (one event). A file of format 1 is therefore a file of
+///   format 2 already; opening one records the new version, and rewrites nothing else.
+pub const FORMAT_VERSION: u64 = 2;
+
+/// redb's page cache. redb keeps every page it writes in it (up to this size), but the store
+/// reads back only payloads (recent ones, as jobs are leased) and, once at start, the log: a
+/// cache the size of redb's default (1 GiB) would mostly hold snapshots and events nobody
+/// reads, resident. Pages beyond it are read from the file (the OS's page cache).
+pub const CACHE_BYTES: usize = 64 << 20;
 
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 const EVENTS: TableDefinition<u64, &[u8]> = TableDefinition::new("events");
@@ -69,7 +81,9 @@ impl RedbStore {
             source,
         })?;
         let path = dir.join(DB_FILE_NAME);
-        let db = Database::create(&path)
+        let db = Database::builder()
+            .set_cache_size(CACHE_BYTES)
+            .create(&path)
             .map_err(|e| StoreError::backend(&format!("opening {}", path.display()), e))?;
         // A new file's directory entry is durable only once its directory is synced; without
         // this a power loss could lose the whole file even after its first commit was fsynced.
@@ -87,7 +101,8 @@ impl RedbStore {
                     supported: FORMAT_VERSION,
                 });
             }
-            Some(_) => {}
+            Some(FORMAT_VERSION) => {}
+            Some(_) => write_format(&db, FORMAT_VERSION, "upgrading the store's format")?,
             None => init_tables(&db)?,
         }
 
@@ -100,10 +115,12 @@ impl RedbStore {
         let snapshots = read
             .open_table(SNAPSHOTS)
             .map_err(|e| StoreError::backend("opening table snapshots", e))?;
+        // The last record's first LSN, plus the events after its first. A damaged last record
+        // counts as one event here; recovery refuses it anyway.
         let last_event = events
             .last()
             .map_err(|e| StoreError::backend("reading the last event", e))?
-            .map(|(k, _)| k.value());
+            .map(|(k, v)| k.value() + codec::record_len(v.value()).unwrap_or(1).max(1) - 1);
         let snapshot_lsn = snapshots
             .last()
             .map_err(|e| StoreError::backend("reading the last snapshot", e))?
@@ -135,29 +152,85 @@ impl RedbStore {
         self.fail_next_commit = true;
     }
 
-    /// Test hook: how many event records are physically stored (pruned ones are gone).
+    /// Test hook: how many events the stored records hold (pruned ones are gone).
     #[doc(hidden)]
     pub fn stored_event_count(&self) -> Result<u64, StoreError> {
-        let read = self
+        self.read_events("counting events", |events| {
+            let mut count = 0;
+            for record in events
+                .iter()
+                .map_err(|e| StoreError::backend("counting events", e))?
+            {
+                let (_, value) = record.map_err(|e| StoreError::backend("counting events", e))?;
+                count += codec::record_len(value.value()).unwrap_or(1);
+            }
+            Ok(count)
+        })
+    }
+
+    /// Test hook: the format version the file records.
+    #[doc(hidden)]
+    pub fn stored_format_version(&self) -> Result<Option<u64>, StoreError> {
+        read_format(&self.db)
+    }
+
+    /// Test hook: how many log records are stored (one per group commit).
+    #[doc(hidden)]
+    pub fn stored_record_count(&self) -> Result<u64, StoreError> {
+        self.read_events("counting records", |events| {
+            events
+                .len()
+                .map_err(|e| StoreError::backend("counting records", e))
+        })
+    }
+
+    /// Runs `read` on the events table in a read transaction.
+    fn read_events<T>(
+        &self,
+        context: &str,
+        read: impl FnOnce(&redb::ReadOnlyTable<u64, &[u8]>) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let txn = self
             .db
             .begin_read()
-            .map_err(|e| StoreError::backend("counting events", e))?;
-        let events = read
+            .map_err(|e| StoreError::backend(context, e))?;
+        let events = txn
             .open_table(EVENTS)
             .map_err(|e| StoreError::backend("opening table events", e))?;
-        events
-            .len()
-            .map_err(|e| StoreError::backend("counting events", e))
+        read(&events)
     }
 
     /// Test hook: rewrites the stored frame of the event (or, with `snapshot`, the snapshot) at
     /// `lsn` in a closed store's directory. `edit` gets the frame and returns the new one, or
-    /// `None` to delete the record. Returns whether a record was there.
+    /// `None` to delete the record. The group record holding the event is first split into
+    /// one `V1` record per event (a valid layout: format 1's), so that the edit hits that event
+    /// alone. Returns whether a record was there.
     #[doc(hidden)]
     pub fn tamper(
         dir: &Path,
         lsn: Lsn,
         snapshot: bool,
+        edit: impl FnOnce(Vec<u8>) -> Option<Vec<u8>>,
+    ) -> Result<bool, StoreError> {
+        Self::tamper_inner(dir, lsn, snapshot, !snapshot, edit)
+    }
+
+    /// Test hook: rewrites the stored log record keyed `first` (a whole group) in a closed
+    /// store's directory, as [`RedbStore::tamper`] does, without splitting it.
+    #[doc(hidden)]
+    pub fn tamper_record(
+        dir: &Path,
+        first: Lsn,
+        edit: impl FnOnce(Vec<u8>) -> Option<Vec<u8>>,
+    ) -> Result<bool, StoreError> {
+        Self::tamper_inner(dir, first, false, false, edit)
+    }
+
+    fn tamper_inner(
+        dir: &Path,
+        lsn: Lsn,
+        snapshot: bool,
+        split: bool,
         edit: impl FnOnce(Vec<u8>) -> Option<Vec<u8>>,
     ) -> Result<bool, StoreError> {
         let db = Database::create(dir.join(DB_FILE_NAME))
@@ -170,6 +243,9 @@ impl RedbStore {
             let mut table = txn
                 .open_table(if snapshot { SNAPSHOTS } else { EVENTS })
                 .map_err(|e| StoreError::backend("tampering", e))?;
+            if split {
+                split_group_holding(&mut table, lsn)?;
+            }
             let old = table
                 .remove(lsn)
                 .map_err(|e| StoreError::backend("tampering", e))?
@@ -187,22 +263,17 @@ impl RedbStore {
     }
 
     fn check_poisoned(&self) -> Result<(), StoreError> {
-        if self.poisoned {
-            Err(StoreError::Poisoned)
-        } else {
-            Ok(())
-        }
+        crate::unpoisoned(self.poisoned)
     }
 
     fn commit_inner(&mut self, batch: &Batch) -> Result<Lsn, StoreError> {
         // Encode everything before the transaction starts: a record that cannot be framed fails
-        // the commit without touching the file.
-        let frames = batch
-            .events
-            .iter()
-            .map(codec::encode_event)
-            .collect::<Result<Vec<_>, CodecError>>()
-            .map_err(StoreError::Encode)?;
+        // the commit without touching the file. The events are one record.
+        let record = if batch.events.is_empty() {
+            None
+        } else {
+            Some(codec::encode_events(&batch.events).map_err(StoreError::Encode)?)
+        };
         let payloads = batch
             .put_payloads
             .iter()
@@ -218,13 +289,13 @@ impl RedbStore {
             .map_err(|e| StoreError::backend("setting durability", e))?;
         let first = self.last_lsn + 1;
         {
-            let mut events = txn
-                .open_table(EVENTS)
-                .map_err(|e| StoreError::backend("opening table events", e))?;
-            for (lsn, frame) in (first..).zip(&frames) {
+            if let Some(record) = &record {
+                let mut events = txn
+                    .open_table(EVENTS)
+                    .map_err(|e| StoreError::backend("opening table events", e))?;
                 events
-                    .insert(lsn, frame.as_slice())
-                    .map_err(|e| StoreError::backend("appending an event", e))?;
+                    .insert(first, record.as_slice())
+                    .map_err(|e| StoreError::backend("appending the events", e))?;
             }
             let mut table = txn
                 .open_table(PAYLOADS)
@@ -246,7 +317,7 @@ impl RedbStore {
         }
         txn.commit()
             .map_err(|e| StoreError::backend("committing", e))?;
-        Ok(self.last_lsn + frames.len() as u64)
+        Ok(self.last_lsn + batch.events.len() as u64)
     }
 
     fn put_snapshot_inner(&mut self, lsn: Lsn, bytes: &[u8]) -> Result<(), StoreError> {
@@ -273,9 +344,17 @@ impl RedbStore {
             let mut events = txn
                 .open_table(EVENTS)
                 .map_err(|e| StoreError::backend("opening table events", e))?;
+            // Exact by LSN: a group holding events on both sides of `lsn` keeps those after
+            // it, as a group of its own keyed `lsn + 1`.
+            let kept = after_in_group(&events, lsn)?;
             events
                 .retain_in(..=lsn, |_, _| false)
                 .map_err(|e| StoreError::backend("pruning events", e))?;
+            if let Some(kept) = kept {
+                events
+                    .insert(lsn + 1, kept.as_slice())
+                    .map_err(|e| StoreError::backend("pruning events", e))?;
+            }
         }
         txn.commit()
             .map_err(|e| StoreError::backend("committing a snapshot", e))?;
@@ -289,32 +368,17 @@ impl EventStore for RedbStore {
         if batch.is_empty() {
             return Ok(self.last_lsn);
         }
-        match self.commit_inner(batch) {
-            Ok(lsn) => {
-                self.last_lsn = lsn;
-                Ok(lsn)
-            }
-            Err(e) => {
-                // redb's own rule one level up: after a failed commit the outcome on disk is
-                // unknown (it may even have become durable) and the engine is ahead of the disk.
-                self.poisoned = true;
-                Err(e)
-            }
-        }
+        let result = self.commit_inner(batch);
+        self.last_lsn = crate::poison_on_error(&mut self.poisoned, result)?;
+        Ok(self.last_lsn)
     }
 
     fn put_snapshot(&mut self, lsn: Lsn, bytes: &[u8]) -> Result<(), StoreError> {
         self.check_poisoned()?;
-        match self.put_snapshot_inner(lsn, bytes) {
-            Ok(()) => {
-                self.snapshot_lsn = Some(lsn);
-                Ok(())
-            }
-            Err(e) => {
-                self.poisoned = true;
-                Err(e)
-            }
-        }
+        let result = self.put_snapshot_inner(lsn, bytes);
+        crate::poison_on_error(&mut self.poisoned, result)?;
+        self.snapshot_lsn = Some(lsn);
+        Ok(())
     }
 
     fn recover(&mut self) -> Result<Recovered, StoreError> {
@@ -334,47 +398,50 @@ impl EventStore for RedbStore {
             .map_err(|e| StoreError::backend("reading the latest snapshot", e))?;
         let snapshot = snapshot.as_ref().map(|(k, v)| (k.value(), v.value()));
         let from = snapshot.map_or(1, |(lsn, _)| lsn + 1);
+        // From the record holding `from` (a group may begin before it), to the end.
+        let start = record_holding(&events, from, "reading events")?.map_or(from, |(k, _)| k);
         let range = events
-            .range(from..)
+            .range(start..)
             .map_err(|e| StoreError::backend("reading events", e))?;
-        let recovered = crate::recover_from_frames(
+        crate::recover_from_records(
             snapshot,
             range.map(|item| {
                 item.map(|(k, v)| (k.value(), v.value().to_vec()))
                     .map_err(|e| StoreError::backend("reading events", e))
             }),
-        )?;
-        // The log must reach the last LSN this store committed: a shortened tail is a loss.
-        if recovered.last_lsn() < self.last_lsn {
-            return Err(StoreError::Corrupt {
-                lsn: recovered.last_lsn() + 1,
-                reason: crate::CorruptReason::Missing,
-            });
-        }
-        Ok(recovered)
+            self.last_lsn,
+        )
     }
 
     fn payload(&self, job: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(self.payloads(&[job])?.pop().flatten())
+    }
+
+    fn payloads(&self, jobs: &[&str]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
         self.check_poisoned()?;
         let read = self
             .db
             .begin_read()
-            .map_err(|e| StoreError::backend("reading a payload", e))?;
+            .map_err(|e| StoreError::backend("reading payloads", e))?;
         let table = read
             .open_table(PAYLOADS)
             .map_err(|e| StoreError::backend("opening table payloads", e))?;
-        let Some(value) = table
-            .get(job)
-            .map_err(|e| StoreError::backend("reading a payload", e))?
-        else {
-            return Ok(None);
-        };
-        codec::decode_blob(value.value())
-            .map(Some)
-            .map_err(|reason| StoreError::CorruptPayload {
-                job: job.to_owned(),
-                reason,
+        jobs.iter()
+            .map(|&job| {
+                let Some(value) = table
+                    .get(job)
+                    .map_err(|e| StoreError::backend("reading a payload", e))?
+                else {
+                    return Ok(None);
+                };
+                codec::decode_blob(value.value())
+                    .map(Some)
+                    .map_err(|reason| StoreError::CorruptPayload {
+                        job: job.to_owned(),
+                        reason,
+                    })
             })
+            .collect()
     }
 
     fn last_lsn(&self) -> Lsn {
@@ -439,21 +506,94 @@ fn sync_dir(dir: &Path) -> Result<(), StoreError> {
         })
 }
 
+/// Records `version` as the file's format, in one durable transaction.
+fn write_format(db: &Database, version: u64, context: &str) -> Result<(), StoreError> {
+    let mut txn = db
+        .begin_write()
+        .map_err(|e| StoreError::backend(context, e))?;
+    txn.set_durability(Durability::Immediate)
+        .map_err(|e| StoreError::backend(context, e))?;
+    {
+        let mut meta = txn
+            .open_table(META)
+            .map_err(|e| StoreError::backend(context, e))?;
+        meta.insert(FORMAT_KEY, version)
+            .map_err(|e| StoreError::backend(context, e))?;
+    }
+    txn.commit().map_err(|e| StoreError::backend(context, e))
+}
+
+/// The frames of the record keyed `first`, or the error naming the damaged event's LSN.
+fn frames_of(first: Lsn, record: &[u8]) -> Result<Vec<&[u8]>, StoreError> {
+    codec::split_record(record).map_err(|(i, e)| StoreError::Corrupt {
+        lsn: first + i as u64,
+        reason: crate::CorruptReason::Codec(e),
+    })
+}
+
+/// The last record keyed at or before `lsn` (the one holding `lsn`, if any does), copied.
+fn record_holding(
+    events: &impl ReadableTable<u64, &'static [u8]>,
+    lsn: Lsn,
+    context: &str,
+) -> Result<Option<(Lsn, Vec<u8>)>, StoreError> {
+    Ok(events
+        .range(..=lsn)
+        .map_err(|e| StoreError::backend(context, e))?
+        .next_back()
+        .transpose()
+        .map_err(|e| StoreError::backend(context, e))?
+        .map(|(k, v)| (k.value(), v.value().to_vec())))
+}
+
+/// The events after `lsn` of the group that holds `lsn` and goes on past it, as a group
+/// record of their own; `None` when no group straddles `lsn`.
+fn after_in_group(
+    events: &redb::Table<'_, u64, &[u8]>,
+    lsn: Lsn,
+) -> Result<Option<Vec<u8>>, StoreError> {
+    let Some((first, record)) = record_holding(events, lsn, "pruning events")? else {
+        return Ok(None);
+    };
+    let frames = frames_of(first, &record)?;
+    let covered = (lsn - first + 1) as usize;
+    if frames.len() <= covered {
+        return Ok(None);
+    }
+    codec::group_frames(&frames[covered..])
+        .map(Some)
+        .map_err(StoreError::Encode)
+}
+
+/// Test support: replaces the group record holding `lsn` by one `V1` record per event.
+fn split_group_holding(
+    table: &mut redb::Table<'_, u64, &[u8]>,
+    lsn: Lsn,
+) -> Result<(), StoreError> {
+    let Some((first, record)) = record_holding(table, lsn, "tampering")? else {
+        return Ok(());
+    };
+    let Ok(frames) = codec::split_record(&record) else {
+        return Ok(());
+    };
+    if frames.len() < 2 || first + frames.len() as u64 <= lsn {
+        return Ok(());
+    }
+    table
+        .remove(first)
+        .map_err(|e| StoreError::backend("tampering", e))?;
+    for (at, frame) in (first..).zip(frames) {
+        table
+            .insert(at, frame)
+            .map_err(|e| StoreError::backend("tampering", e))?;
+    }
+    Ok(())
+}
+
 /// Test hook: writes a newer format version into a closed store, to test that it is refused.
 #[doc(hidden)]
 pub fn set_format_version_for_test(dir: &Path, version: u64) -> Result<(), StoreError> {
     let db =
         Database::create(dir.join(DB_FILE_NAME)).map_err(|e| StoreError::backend("opening", e))?;
-    let txn = db
-        .begin_write()
-        .map_err(|e| StoreError::backend("writing meta", e))?;
-    {
-        let mut meta = txn
-            .open_table(META)
-            .map_err(|e| StoreError::backend("writing meta", e))?;
-        meta.insert(FORMAT_KEY, version)
-            .map_err(|e| StoreError::backend("writing meta", e))?;
-    }
-    txn.commit()
-        .map_err(|e| StoreError::backend("writing meta", e))
+    write_format(&db, version, "writing meta")
 }

@@ -1,10 +1,22 @@
-//! Behaviour specific to the embedded backend: the data directory and the format version.
+//! Behaviour specific to the embedded backend: the data directory, the format version and its
+//! upgrade, and the log's layout (one record per group commit).
 
-use fairway_store::conformance::{TempDir, sample_events};
+use fairway_store::conformance::{TempDir, sample_event, sample_events};
 use fairway_store::{
-    Batch, CodecError, DB_FILE_NAME, EventStore, FORMAT_VERSION, RedbStore, StoreError,
-    set_format_version_for_test,
+    Batch, CodecError, CorruptReason, DB_FILE_NAME, Event, EventStore, FORMAT_VERSION, RedbStore,
+    StoreError, codec, set_format_version_for_test,
 };
+use redb::{ReadableDatabase, ReadableTable, TableDefinition};
+
+/// A closed store holding `events` sample events, committed as one batch.
+fn committed(label: &str, events: u64) -> TempDir {
+    let dir = TempDir::new(label);
+    let mut store = RedbStore::open(dir.path()).unwrap();
+    store
+        .commit(&Batch::of_events(sample_events(1, events)))
+        .unwrap();
+    dir
+}
 
 // Proves: opening creates the missing directory (and parents) holding exactly one file,
 // `fairway.redb`, and a new store starts empty at LSN 0.
@@ -27,12 +39,7 @@ fn open_creates_the_directory_and_one_file() {
 // one this build reads, with its data intact).
 #[test]
 fn newer_format_is_refused() {
-    let dir = TempDir::new("format");
-    let mut store = RedbStore::open(dir.path()).unwrap();
-    store
-        .commit(&Batch::of_events(sample_events(1, 3)))
-        .unwrap();
-    drop(store);
+    let dir = committed("format", 3);
     set_format_version_for_test(dir.path(), FORMAT_VERSION + 1).unwrap();
     let err = RedbStore::open(dir.path()).unwrap_err();
     match &err {
@@ -73,6 +80,165 @@ fn second_opener_is_refused() {
     let _first = RedbStore::open(dir.path()).unwrap();
     let err = RedbStore::open(dir.path()).unwrap_err();
     assert!(err.to_string().contains("already open"), "{err}");
+}
+
+/// A copy of `tests/fixtures/format-1.redb`, a store written by the build before format 2
+/// (commit f786ae6, `fairway serve --snapshot-every-events 5`: jobs j1 to j6 of `acme` with
+/// payloads `{"i": N}`, j1 to j3 leased, j1 succeeded and j2 failed, then j7 and j8 of
+/// `globex`; killed with SIGKILL). It holds the snapshot at LSN 12, the events at LSNs 13 and
+/// 14 as one `V1` record each, and the payloads of j3 to j8.
+fn format_1_copy() -> TempDir {
+    let dir = TempDir::new("format-1");
+    std::fs::create_dir_all(dir.path()).unwrap();
+    let fixture =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/format-1.redb");
+    std::fs::copy(fixture, dir.path().join(DB_FILE_NAME)).unwrap();
+    dir
+}
+
+fn accepted_id(event: &Event) -> &str {
+    match event {
+        Event::JobAccepted { spec, .. } => &spec.id,
+        other => panic!("expected JobAccepted, got {other:?}"),
+    }
+}
+
+// Proves: the fixture is what it says, a format-1 file with one record per event (read with
+// redb directly); opening it records format 2 (durably: it survives a reopen) and rewrites
+// nothing else; it then recovers exactly its snapshot, events and payloads, and a group
+// commit appended after its `V1` records recovers with them as one contiguous log.
+#[test]
+fn a_format_1_file_is_upgraded_on_open() {
+    let dir = format_1_copy();
+    {
+        let db = redb::Database::create(dir.path().join(DB_FILE_NAME)).unwrap();
+        let read = db.begin_read().unwrap();
+        let meta = read
+            .open_table(TableDefinition::<&str, u64>::new("meta"))
+            .unwrap();
+        assert_eq!(meta.get("format_version").unwrap().unwrap().value(), 1);
+        let events = read
+            .open_table(TableDefinition::<u64, &[u8]>::new("events"))
+            .unwrap();
+        let keys: Vec<u64> = events
+            .iter()
+            .unwrap()
+            .map(|r| r.unwrap().0.value())
+            .collect();
+        assert_eq!(keys, vec![13, 14]);
+    }
+    let mut store = RedbStore::open(dir.path()).unwrap();
+    assert_eq!(store.stored_format_version().unwrap(), Some(FORMAT_VERSION));
+    assert_eq!(store.last_lsn(), 14);
+    let recovered = store.recover().unwrap();
+    assert_eq!(recovered.snapshot.as_ref().map(|s| s.0), Some(12));
+    let lsns: Vec<u64> = recovered.events.iter().map(|(lsn, _)| *lsn).collect();
+    assert_eq!(lsns, vec![13, 14]);
+    let ids: Vec<&str> = recovered
+        .events
+        .iter()
+        .map(|(_, e)| accepted_id(e))
+        .collect();
+    assert_eq!(ids, vec!["j7", "j8"]);
+    let j3 = String::from_utf8(store.payload("j3").unwrap().unwrap()).unwrap();
+    assert!(j3.contains(r#""payload":{"i":3}"#), "{j3}");
+    assert_eq!(store.payload("j1").unwrap(), None, "deleted when j1 ended");
+
+    assert_eq!(
+        store
+            .commit(&Batch::of_events(sample_events(15, 4)))
+            .unwrap(),
+        18
+    );
+    let mut store = {
+        drop(store);
+        RedbStore::open(dir.path()).unwrap()
+    };
+    assert_eq!(store.stored_format_version().unwrap(), Some(FORMAT_VERSION));
+    assert_eq!(
+        store.stored_record_count().unwrap(),
+        3,
+        "two V1 records, one group"
+    );
+    let recovered = store.recover().unwrap();
+    let lsns: Vec<u64> = recovered.events.iter().map(|(lsn, _)| *lsn).collect();
+    assert_eq!(lsns, (13..=18).collect::<Vec<_>>());
+    for (lsn, event) in &recovered.events[2..] {
+        assert_eq!(event, &sample_event(*lsn));
+    }
+}
+
+// Proves: a group commit stores its events as one record, keyed by its first LSN, however
+// many they are; a snapshot inside a group keeps the group's later events, as one record
+// keyed right after the snapshot, and recovery gives exactly the events after it.
+#[test]
+fn one_record_per_group_commit() {
+    let dir = TempDir::new("records");
+    let mut store = RedbStore::open(dir.path()).unwrap();
+    for (from, count) in [(1, 5), (6, 1), (7, 7)] {
+        store
+            .commit(&Batch::of_events(sample_events(from, count)))
+            .unwrap();
+    }
+    assert_eq!(store.stored_record_count().unwrap(), 3);
+    assert_eq!(store.stored_event_count().unwrap(), 13);
+    store.put_snapshot(8, b"state@8").unwrap();
+    assert_eq!(store.stored_record_count().unwrap(), 1);
+    assert_eq!(store.stored_event_count().unwrap(), 5);
+    drop(store);
+    let mut store = RedbStore::open(dir.path()).unwrap();
+    assert_eq!(store.last_lsn(), 13);
+    let recovered = store.recover().unwrap();
+    assert_eq!(recovered.snapshot, Some((8, b"state@8".to_vec())));
+    let expected: Vec<(u64, Event)> = (9..=13).map(|n| (n, sample_event(n))).collect();
+    assert_eq!(recovered.events, expected);
+}
+
+/// The byte offset of event `index`'s frame inside a group record, and its length.
+fn frame_at(record: &[u8], index: usize) -> (usize, usize) {
+    let frames = codec::split_record(record).unwrap();
+    let frame = frames[index];
+    (
+        frame.as_ptr() as usize - record.as_ptr() as usize,
+        frame.len(),
+    )
+}
+
+// Proves: damage inside one group record is refused at the LSN of the event it hit, not at
+// the record's first LSN and not by shortening the log: a flipped bit in the fifth event's
+// frame (LSN 5, by its CRC), and the record cut in the middle of the sixth (LSN 6, by its
+// length), as a torn write would leave it.
+#[test]
+fn damage_inside_a_group_is_refused_at_its_lsn() {
+    for (lsn, cut) in [(5u64, false), (6, true)] {
+        let dir = committed("group-damage", 8);
+        let found = RedbStore::tamper_record(dir.path(), 1, |mut record| {
+            let (at, len) = frame_at(&record, lsn as usize - 1);
+            if cut {
+                record.truncate(at + len / 2);
+            } else {
+                record[at + len / 2] ^= 0x10;
+            }
+            Some(record)
+        })
+        .unwrap();
+        assert!(found);
+        let mut store = RedbStore::open(dir.path()).unwrap();
+        match store.recover() {
+            Err(StoreError::Corrupt {
+                lsn: at,
+                reason: CorruptReason::Codec(e),
+            }) => {
+                assert_eq!(at, lsn);
+                if cut {
+                    assert!(matches!(e, CodecError::LengthMismatch { .. }), "{e:?}");
+                } else {
+                    assert!(matches!(e, CodecError::Checksum { .. }), "{e:?}");
+                }
+            }
+            other => panic!("expected Corrupt at LSN {lsn}, got {other:?}"),
+        }
+    }
 }
 
 // Proves: a damaged latest snapshot (a flipped bit fails its CRC, a frame cut short its length

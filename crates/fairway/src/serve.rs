@@ -72,8 +72,12 @@ pub struct ServeArgs {
     /// Snapshot the engine after this many committed events (or after as many as there are
     /// live jobs, if that is more, and no sooner than ten times the last snapshot's duration),
     /// so that a restart replays only what follows.
-    #[arg(long, env = "FAIRWAY_SNAPSHOT_EVERY_EVENTS", default_value_t = 50_000)]
+    #[arg(long, env = "FAIRWAY_SNAPSHOT_EVERY_EVENTS", default_value_t = Limits::default().snapshot_every_events)]
     snapshot_every_events: u64,
+    /// The most committed events a restart may have to replay after the latest snapshot: a
+    /// snapshot is taken once this many follow the last one, whatever the state's size.
+    #[arg(long, env = "FAIRWAY_SNAPSHOT_MAX_TAIL_EVENTS", default_value_t = Limits::default().snapshot_max_tail_events, value_name = "N")]
+    snapshot_max_tail_events: u64,
 }
 
 /// Runs `fairway serve`.
@@ -185,6 +189,7 @@ fn config(args: &ServeArgs) -> Result<ServerConfig, String> {
     let body_default = Limits::default().max_body_bytes;
     config.limits.max_payload_bytes = args.max_payload_bytes;
     config.limits.snapshot_every_events = args.snapshot_every_events.max(1);
+    config.limits.snapshot_max_tail_events = args.snapshot_max_tail_events.max(1);
     config.limits.header_timeout_ms = args.header_timeout_ms.max(1);
     config.limits.request_timeout_ms = args.request_timeout_ms.max(1);
     config.limits.max_connections = args.max_connections.max(1);

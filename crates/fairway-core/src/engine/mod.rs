@@ -18,6 +18,7 @@ mod census;
 mod dispatch;
 mod explain;
 mod lease;
+mod lookup;
 mod meter;
 mod snapshot;
 pub(crate) mod state;

@@ -386,11 +386,7 @@ impl PgStore {
     }
 
     fn check_poisoned(&self) -> Result<(), StoreError> {
-        if self.poisoned {
-            Err(StoreError::Poisoned)
-        } else {
-            Ok(())
-        }
+        crate::unpoisoned(self.poisoned)
     }
 
     async fn read_bounds(&self) -> Result<(Lsn, Option<Lsn>), StoreError> {
@@ -565,38 +561,37 @@ impl PgStore {
             let record: Vec<u8> = row.get(1);
             Ok((u64::try_from(lsn).unwrap_or(0), record))
         });
-        let recovered = crate::recover_from_frames(
+        crate::recover_from_records(
             snapshot
                 .as_ref()
                 .map(|(lsn, frame)| (*lsn, frame.as_slice())),
             events,
-        )?;
-        // The log must reach the last LSN this store knows of: a shortened tail is a loss.
-        if recovered.last_lsn() < self.last_lsn {
-            return Err(StoreError::Corrupt {
-                lsn: recovered.last_lsn() + 1,
-                reason: crate::CorruptReason::Missing,
-            });
-        }
-        Ok(recovered)
+            self.last_lsn,
+        )
     }
 
-    async fn payload_inner(&self, job: &str) -> Result<Option<Vec<u8>>, StoreError> {
+    /// The payloads of `jobs` in one statement (one round trip, however many jobs).
+    async fn payloads_inner(&self, jobs: &[&str]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
         let client = self.pool.get().await.map_err(pool_error)?;
-        let row = client
-            .query_opt(sql("payload"), &[&job])
+        let rows = client
+            .query(sql("payloads"), &[&jobs])
             .await
-            .map_err(|e| pg_error("reading a payload", &e))?;
-        let Some(row) = row else {
-            return Ok(None);
-        };
-        let frame: Vec<u8> = row.get(0);
-        codec::decode_blob(&frame)
-            .map(Some)
-            .map_err(|reason| StoreError::CorruptPayload {
-                job: job.to_owned(),
-                reason,
+            .map_err(|e| pg_error("reading payloads", &e))?;
+        let found: BTreeMap<String, Vec<u8>> = rows
+            .into_iter()
+            .map(|row| (row.get::<_, String>(0), row.get::<_, Vec<u8>>(1)))
+            .collect();
+        jobs.iter()
+            .map(|&job| match found.get(job) {
+                None => Ok(None),
+                Some(frame) => codec::decode_blob(frame).map(Some).map_err(|reason| {
+                    StoreError::CorruptPayload {
+                        job: job.to_owned(),
+                        reason,
+                    }
+                }),
             })
+            .collect()
     }
 }
 
@@ -612,32 +607,17 @@ impl EventStore for PgStore {
             None => unreachable!("the store's runtime is gone only after drop"),
         };
         self.runtime = runtime;
-        match result {
-            Ok(lsn) => {
-                self.last_lsn = lsn;
-                Ok(lsn)
-            }
-            Err(e) => {
-                // As in the embedded backend: after a failed commit the outcome may be unknown
-                // (a lost connection during COMMIT), and the engine is ahead of the database.
-                self.poisoned = true;
-                Err(e)
-            }
-        }
+        // A lost connection during COMMIT leaves the outcome unknown, as in the embedded store.
+        self.last_lsn = crate::poison_on_error(&mut self.poisoned, result)?;
+        Ok(self.last_lsn)
     }
 
     fn put_snapshot(&mut self, lsn: Lsn, bytes: &[u8]) -> Result<(), StoreError> {
         self.check_poisoned()?;
-        match self.block_on(self.put_snapshot_inner(lsn, bytes)) {
-            Ok(()) => {
-                self.snapshot_lsn = Some(lsn);
-                Ok(())
-            }
-            Err(e) => {
-                self.poisoned = true;
-                Err(e)
-            }
-        }
+        let result = self.block_on(self.put_snapshot_inner(lsn, bytes));
+        crate::poison_on_error(&mut self.poisoned, result)?;
+        self.snapshot_lsn = Some(lsn);
+        Ok(())
     }
 
     fn recover(&mut self) -> Result<Recovered, StoreError> {
@@ -646,8 +626,12 @@ impl EventStore for PgStore {
     }
 
     fn payload(&self, job: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(self.payloads(&[job])?.pop().flatten())
+    }
+
+    fn payloads(&self, jobs: &[&str]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
         self.check_poisoned()?;
-        self.block_on(self.payload_inner(job))
+        self.block_on(self.payloads_inner(jobs))
     }
 
     fn last_lsn(&self) -> Lsn {
@@ -656,13 +640,8 @@ impl EventStore for PgStore {
 
     fn fence(&mut self) -> Result<(), StoreError> {
         self.check_poisoned()?;
-        match self.block_on(self.check_term()) {
-            Ok(()) => Ok(()),
-            Err(e) => {
-                self.poisoned = true;
-                Err(e)
-            }
-        }
+        let result = self.block_on(self.check_term());
+        crate::poison_on_error(&mut self.poisoned, result)
     }
 }
 
@@ -689,7 +668,7 @@ mod tests {
             "prune_events",
             "latest_snapshot",
             "events_from",
-            "payload",
+            "payloads",
             "acquire_leadership",
             "renew_leadership",
             "resign_leadership",

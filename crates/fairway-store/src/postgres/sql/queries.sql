@@ -78,9 +78,9 @@ SELECT lsn, record FROM fairway_snapshots ORDER BY lsn DESC LIMIT 1
 -- $1 the first LSN wanted.
 SELECT lsn, record FROM fairway_events WHERE lsn >= $1 ORDER BY lsn
 
--- name: payload
--- $1 job id.
-SELECT record FROM fairway_payloads WHERE job = $1
+-- name: payloads
+-- $1 job ids. The stored ones, in no particular order (the caller matches them by job).
+SELECT job, record FROM fairway_payloads WHERE job = ANY($1::text[])
 
 -- name: acquire_leadership
 -- $1 holder, $2 advertised address, $3 lease in ms. Takes the leader row if it is free (first
