@@ -85,7 +85,8 @@ pub fn run(data: &[u8]) {
             let again = encode_events(&decoded).expect("decoded events encode");
             // A one-event `V1` record re-encodes as a group: compare the groups only.
             if frame.get(FRAME_HEADER_LEN) == Some(&1) {
-                check_round_trip("group", frame, &reencoded, &again);
+                let values = (format!("{events:?}"), format!("{decoded:?}"));
+                check_round_trip("group", frame, &reencoded, &again, values);
             } else {
                 assert_eq!(again, reencoded, "group: re-encoding is not a fixed point");
             }

@@ -1857,6 +1857,9 @@ async fn run_restart(args: RestartArgs) -> Result<(), Failure> {
         let mut second = Spawned::start(&dir, &extra)?;
         let ready = second.ready(Duration::from_secs(600)).await?;
         let after = rss(second.pid())?;
+        // What recovery freed (the decoded snapshot and log) may go back to the OS later.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let settled = rss(second.pid())?;
         let recovered = recovered_fields(&second.log_text());
         emit(
             base("restart", Some(kind.name()), None),
@@ -1872,6 +1875,9 @@ async fn run_restart(args: RestartArgs) -> Result<(), Failure> {
                 "recovered": recovered,
                 "rss_bytes_after_restart": after[0],
                 "rss_bytes_per_job_after_restart": r1(after[0] as f64 / args.jobs as f64),
+                "rss_bytes_settled_after_restart": settled[0],
+                "rss_bytes_per_job_settled_after_restart": r1(settled[0] as f64 / args.jobs as f64),
+                "rss_hwm_bytes_after_restart": settled[3],
             }),
         );
         second.terminate(Duration::from_secs(300));
