@@ -718,8 +718,7 @@ impl Engine {
         self.free_jobs.push(j.0);
         self.job_by_id.remove(&job.id);
         self.live_jobs -= 1;
-        let key = self.shapes.get(job.shape).clone();
-        if key.gang_min > 1 {
+        if self.shapes.get(job.shape).gang_min > 1 {
             self.gang_shapes -= 1;
         }
         if let Some(key) = self.shapes.release(job.shape) {

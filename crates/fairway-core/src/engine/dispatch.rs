@@ -352,11 +352,7 @@ impl Engine {
             } else {
                 self.select(g, &mut |_| true)
             };
-            let Some((leaf, s)) = pick else { break };
-            let j = self.nodes[leaf.ix()].leaf.as_ref().expect("leaf").subqueues[&s]
-                .head(self.now.0)
-                .expect("indexed head")
-                .1;
+            let Some((leaf, _, j)) = pick else { break };
             self.stats.candidates_examined += 1;
             if self.policy.name == PolicyName::Drr && !self.drr_may_send(leaf, j) {
                 continue;
@@ -948,7 +944,7 @@ impl Engine {
                         self.shapes.get(s).class == class && !self.fits_now(g, s)
                     })
                 });
-                if let Some(j) = blocked.and_then(|(leaf, s)| self.head_of(leaf, s)) {
+                if let Some((_, _, j)) = blocked {
                     self.preempt_for(j, g, true);
                 }
             }
@@ -957,24 +953,13 @@ impl Engine {
             if self.shape_kind == TreeShape::Hierarchical {
                 let mut cache = FitCache::default();
                 let blocked = self.select(g, &mut |s| cache.get_or(s, || !self.fits_now(g, s)));
-                if let Some((leaf, s)) = blocked
-                    && let Some(j) = self.head_of(leaf, s)
+                if let Some((_, s, j)) = blocked
                     && self.within_guarantee(self.job(j).tenant, s)
                 {
                     self.preempt_for(j, g, false);
                 }
             }
         }
-    }
-
-    fn head_of(&self, leaf: NodeIdx, s: ShapeId) -> Option<JobIdx> {
-        self.nodes[leaf.ix()]
-            .leaf
-            .as_ref()?
-            .subqueues
-            .get(&s)?
-            .head(self.now.0)
-            .map(|h| h.1)
     }
 
     fn preempt_for(&mut self, j: JobIdx, g: GroupId, for_reserve: bool) {
