@@ -184,29 +184,39 @@ impl Estimator {
 }
 
 /// A tenant (a node of the tenant tree, declared or seen in a submission).
+///
+/// `repr(C)` keeps the fields in the order written: those every dispatch and completion
+/// touches come first, together, so that a tenant not seen for a while costs a few adjacent
+/// cache lines rather than one line per field scattered over the record.
 #[derive(Clone, Debug)]
+#[repr(C)]
 pub(crate) struct Tenant {
-    pub name: String,
+    // Hot: read or written by every grant and attempt end.
     pub parent: Option<TenantIdx>,
+    /// Its node in the current tree (tenant node under `fair`, leaf under flat policies).
+    pub node: Option<NodeIdx>,
+    /// Jobs of this tenant (not descendants) that are live.
+    pub live_jobs: u64,
+    /// Demand of running attempts of this tenant and its descendants.
+    pub alloc: ResVec,
+    pub guarantee: ResVec,
+    pub limit: Option<Limit>,
+    pub outstanding: u128,
+    pub ledger: Ledger,
+    pub estimators: BTreeMap<u16, Estimator>,
+    pub retry_used: u128,
+    // Cold: admission, publishing and reports.
+    pub name: String,
     pub children: Vec<TenantIdx>,
     pub declared: bool,
     pub weight: Weight,
-    pub guarantee: ResVec,
-    pub limit: Option<Limit>,
     /// What it held when a publish lowered its limit below that (it keeps it, starting
     /// nothing, until back within the limit); `None` when within its limit then.
     pub limit_grace: Option<ResVec>,
     /// Classes permitted (by index); `None` means all.
     pub classes: Option<BTreeSet<u16>>,
-    /// Demand of running attempts of this tenant and its descendants.
-    pub alloc: ResVec,
-    /// Its node in the current tree (tenant node under `fair`, leaf under flat policies).
-    pub node: Option<NodeIdx>,
     /// Band leaves under `fair`, by class.
     pub bands: BTreeMap<u16, NodeIdx>,
-    /// Jobs of this tenant (not descendants) that are live.
-    pub live_jobs: u64,
-    pub outstanding: u128,
     pub max_outstanding: Option<u128>,
     pub burst: Option<u128>,
     pub rate: Option<u128>,
@@ -214,10 +224,7 @@ pub(crate) struct Tenant {
     pub tokens_at: Time,
     pub retry_budget: Option<u128>,
     pub retry_window: Dur,
-    pub retry_used: u128,
     pub retry_since: Time,
-    pub ledger: Ledger,
-    pub estimators: BTreeMap<u16, Estimator>,
     /// Admission outcomes: accepted, deferred, rejected.
     pub admitted: [u64; 3],
 }
@@ -482,3 +489,4 @@ pub(crate) struct Gps {
     /// Sum of backlogged weights (millionths).
     pub weight_sum: u128,
 }
+
