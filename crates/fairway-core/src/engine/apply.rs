@@ -689,7 +689,7 @@ impl Engine {
         usage: Dur,
         estimate: Dur,
     ) -> bool {
-        let e = self.tenants[t.ix()].estimators.entry(class).or_default();
+        let e = self.tenants[t.ix()].estimators.entry(class);
         if end != AttemptEnd::Succeeded {
             return e.strikes >= 3;
         }

@@ -421,7 +421,7 @@ impl Engine {
             retry_used: 0,
             retry_since: self.now,
             ledger: Ledger::default(),
-            estimators: BTreeMap::new(),
+            estimators: Default::default(),
             admitted: [0; 3],
         });
         self.tenant_by_name.insert(name.to_string(), t);
