@@ -1,7 +1,9 @@
 //! Applying events: the only place durable state changes.
 //!
 //! `apply` never decides: every choice (who runs, where, what is charged, what happens after an
-//! attempt) was taken by the live engine and is written in the event.
+//! attempt) was taken by the live engine and is written in the event. When events are not
+//! captured, a grant and an attempt's end call [`Engine::apply_granted`] and
+//! [`Engine::apply_ended`] directly with what the event would have said, sparing its strings.
 
 use super::Engine;
 use super::state::{Attempt, Finished, Job, NodeKind, Pool, to_wns};

@@ -58,7 +58,8 @@ pub struct EngineConfig {
     pub finished_retention: usize,
     /// Decision records kept.
     pub decision_ring: usize,
-    /// Whether events are queued for [`Engine::drain_events`] (the simulator turns this off).
+    /// Whether events are queued for [`Engine::drain_events`]. Without them the engine
+    /// applies a grant's and an attempt end's effects without building their events.
     pub capture_events: bool,
     /// A worker not heard from for this long is forgotten (its capacity no longer counts).
     pub worker_ttl: Dur,
