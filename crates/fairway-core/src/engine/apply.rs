@@ -1,14 +1,15 @@
 //! Applying events: the only place durable state changes.
 //!
 //! `apply` never decides: every choice (who runs, where, what is charged, what happens after an
-//! attempt) was taken by the live engine and is written in the event.
+//! attempt) was taken by the live engine and is written in the event. When events are not
+//! captured, a grant and an attempt's end call [`Engine::apply_granted`] and
+//! [`Engine::apply_ended`] directly with what the event would have said, sparing its strings.
 
 use super::Engine;
-use super::state::{Attempt, Finished, Job, NodeKind, to_wns};
+use super::state::{Attempt, Finished, Job, NodeKind, Pool, to_wns};
 use crate::config::PolicyName;
 use crate::event::{AfterAttempt, AttemptEnd, Event, StopReason};
-use crate::ids::NodeIdx;
-use crate::ids::{JobIdx, TenantIdx};
+use crate::ids::{JobIdx, NodeIdx, TenantIdx, WorkerIdx};
 use crate::job::{JobSpec, JobState};
 use crate::policy::{COST_PER_WORKER_SECOND, Policy};
 use crate::queue::OrderKey;
@@ -36,11 +37,29 @@ pub(crate) fn spec_digest(spec: &JobSpec) -> u64 {
     h.finish()
 }
 
+/// What a `LeaseGranted` event says, with its job's workers and charge path resolved to
+/// indices: built from the event on replay, or directly by a grant whose event nobody captures.
+pub(crate) struct Granted {
+    pub at: Time,
+    pub attempt: u32,
+    pub epoch: u64,
+    pub expires: Time,
+    pub placements: Vec<(WorkerIdx, u32)>,
+    /// Share increments charged along `path` (ppb), top first.
+    pub charges: Vec<u64>,
+    /// The job's charge path ([`Engine::charge_path`]).
+    pub path: Vec<NodeIdx>,
+    pub estimate: Dur,
+    pub policy_version: u64,
+    pub borrowed: bool,
+    pub drr: Option<(u128, i128, u64)>,
+    pub worker_share: u64,
+}
+
 impl Engine {
     /// Applies a persisted event: replays a state change without deciding anything.
     pub fn apply(&mut self, event: &Event) {
-        self.observe(event.at());
-        self.applying_at = event.at();
+        self.applying(event.at());
         match event {
             Event::PolicyPublished {
                 at,
@@ -91,7 +110,7 @@ impl Engine {
                 worker_share,
             } => {
                 let j = self.lookup(job);
-                let workers: Vec<_> = placements
+                let placements: Vec<_> = placements
                     .iter()
                     .map(|p| {
                         let w = match self.worker_by_name.get(&p.worker) {
@@ -101,19 +120,26 @@ impl Engine {
                         (w, p.members)
                     })
                     .collect();
+                let path = {
+                    let job = self.job(j);
+                    self.charge_path(job.tenant, job.leaf)
+                };
                 self.apply_granted(
                     j,
-                    *at,
-                    *attempt,
-                    *epoch,
-                    *expires,
-                    workers,
-                    charges,
-                    *estimate,
-                    *policy_version,
-                    *borrowed,
-                    *drr,
-                    *worker_share,
+                    Granted {
+                        at: *at,
+                        attempt: *attempt,
+                        epoch: *epoch,
+                        expires: *expires,
+                        placements,
+                        charges: charges.clone(),
+                        path,
+                        estimate: *estimate,
+                        policy_version: *policy_version,
+                        borrowed: *borrowed,
+                        drr: *drr,
+                        worker_share: *worker_share,
+                    },
                 );
             }
             Event::LeaseExtended {
@@ -179,6 +205,13 @@ impl Engine {
                 );
             }
         }
+    }
+
+    /// Notes that an event (or, when events are not captured, its effect) dated `at` is being
+    /// applied.
+    pub(crate) fn applying(&mut self, at: Time) {
+        self.observe(at);
+        self.applying_at = at;
     }
 
     fn lookup(&self, id: &str) -> JobIdx {
@@ -337,34 +370,24 @@ impl Engine {
         })
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn apply_granted(
-        &mut self,
-        j: JobIdx,
-        at: Time,
-        attempt: u32,
-        epoch: u64,
-        expires: Time,
-        placements: Vec<(crate::ids::WorkerIdx, u32)>,
-        charges: &[u64],
-        estimate: Dur,
-        policy_version: u64,
-        borrowed: bool,
-        drr: Option<(u128, i128, u64)>,
-        worker_share: u64,
-    ) {
+    /// A `LeaseGranted` event's effect: job `j` leaves its queue and starts `grant`.
+    pub(crate) fn apply_granted(&mut self, j: JobIdx, grant: Granted) {
         self.dequeue_for(j, false, true);
         let (tenant, class, shape, leaf, retry) = {
             let job = self.job(j);
             (job.tenant, job.class, job.shape, job.leaf, job.retry)
         };
-        let members: u32 = placements.iter().map(|(_, m)| *m).sum();
+        let members: u32 = grant.placements.iter().map(|(_, m)| *m).sum();
         let per_member = self.shapes.get(shape).demand.clone();
-        let path = self.charge_path(tenant, leaf);
-        self.hold(j, tenant, class, leaf, &per_member, &placements);
+        debug_assert_eq!(
+            grant.path,
+            self.charge_path(tenant, leaf),
+            "the grant's charge path"
+        );
+        self.hold(j, tenant, class, leaf, &per_member, &grant.placements);
         // Charges: each level's virtual time advances by its share of the estimated work.
-        let charge_cost = estimate.0 as u128;
-        for (i, &n) in path.iter().enumerate() {
+        let charge_cost = grant.estimate.0 as u128;
+        for (i, &n) in grant.path.iter().enumerate() {
             let parent = self.nodes[n.ix()]
                 .parent
                 .expect("charged node has a parent");
@@ -376,7 +399,7 @@ impl Engine {
             *pv = (*pv).max(settled);
             match self.policy.name {
                 PolicyName::Fair => {
-                    let share = charges.get(i).copied().unwrap_or(0) as u128;
+                    let share = grant.charges.get(i).copied().unwrap_or(0) as u128;
                     let node = &mut self.nodes[n.ix()];
                     let charged = node.weight.divide(share * charge_cost);
                     node.vtime += charged;
@@ -387,7 +410,7 @@ impl Engine {
                     node.vtime += node.weight.divide(COST_PER_WORKER_SECOND);
                 }
                 PolicyName::Drr => {
-                    if let Some((round, deficit, position)) = drr {
+                    if let Some((round, deficit, position)) = grant.drr {
                         let node = &mut self.nodes[n.ix()];
                         node.drr.round = round;
                         node.drr.deficit = deficit;
@@ -399,11 +422,11 @@ impl Engine {
                 _ => {}
             }
         }
-        let est_cost = worker_share as u128 * estimate.0 as u128;
-        let pool_name = placements
+        let est_cost = grant.worker_share as u128 * grant.estimate.0 as u128;
+        let pool = grant
+            .placements
             .first()
-            .map(|(w, _)| self.workers[w.ix()].pool.clone())
-            .unwrap_or_default();
+            .map_or("", |(w, _)| self.workers[w.ix()].pool.as_str());
         {
             let t = &mut self.tenants[tenant.ix()];
             t.ledger.in_flight += est_cost;
@@ -412,31 +435,31 @@ impl Engine {
             }
         }
         self.classes[class as usize].ledger.in_flight += est_cost;
-        self.pools.entry(pool_name).or_default().ledger.in_flight += est_cost;
+        pool_entry(&mut self.pools, pool).ledger.in_flight += est_cost;
         let job = self.job_mut(j);
         job.state = JobState::Running;
-        job.attempts = attempt;
-        job.epoch = epoch;
+        job.attempts = grant.attempt;
+        job.epoch = grant.epoch;
         job.retry = false;
         if job.first_start == Time::MAX {
-            job.first_start = at;
+            job.first_start = grant.at;
         }
         job.attempt = Some(Box::new(Attempt {
-            number: attempt,
-            epoch,
-            started: at,
-            expires,
-            placements,
+            number: grant.attempt,
+            epoch: grant.epoch,
+            started: grant.at,
+            expires: grant.expires,
+            placements: grant.placements,
             members,
-            estimate,
-            charges: charges.to_vec(),
-            path,
+            estimate: grant.estimate,
+            charges: grant.charges,
+            path: grant.path,
             stop: None,
-            borrowed,
-            policy_version,
-            worker_share,
+            borrowed: grant.borrowed,
+            policy_version: grant.policy_version,
+            worker_share: grant.worker_share,
         }));
-        self.expiries.insert((expires, j));
+        self.expiries.insert((grant.expires, j));
         self.stats.dispatches += 1;
         for n in self.ancestors(leaf) {
             self.rekey_node(n);
@@ -467,13 +490,14 @@ impl Engine {
             let worker = &mut self.workers[w.ix()];
             worker.used.add(&part);
             worker.jobs.insert(j);
-            let p = self.pools.entry(worker.pool.clone()).or_default();
+            let p = pool_entry(&mut self.pools, &worker.pool);
             p.used.add(&part);
             p.class_used.entry(class).or_default().add(&part);
         }
     }
 
-    fn apply_ended(
+    /// An `AttemptEnded` event's effect on job `j`.
+    pub(crate) fn apply_ended(
         &mut self,
         j: JobIdx,
         at: Time,
@@ -504,7 +528,8 @@ impl Engine {
         for n in self.ancestors(leaf) {
             self.nodes[n.ix()].alloc.sub_times(&demand, 1);
         }
-        let mut pool_name = String::new();
+        // The pool whose ledger the attempt is booked in: its last placement's.
+        let mut last_worker = None;
         let mut forget = Vec::new();
         for &(w, m) in &a.placements {
             let part = per_member.times(m as u64);
@@ -512,7 +537,7 @@ impl Engine {
             worker.used.sub_times(&part, 1);
             worker.jobs.remove(&j);
             let idle_and_gone = worker.group.is_none() && worker.jobs.is_empty();
-            pool_name = worker.pool.clone();
+            last_worker = Some(w);
             let p = self
                 .pools
                 .get_mut(&worker.pool)
@@ -525,9 +550,6 @@ impl Engine {
             if idle_and_gone {
                 forget.push(w);
             }
-        }
-        for w in forget {
-            self.forget_worker_if_idle(w);
         }
         // Reconcile: charge actual usage instead of the estimate.
         let (more, delta) = if usage >= a.estimate {
@@ -566,10 +588,11 @@ impl Engine {
         let actual = worker_share * usage.0 as u128;
         let over = if more { worker_share * delta } else { 0 };
         let retry_attempt = a.number > 1;
+        let pool = last_worker.map_or("", |w| self.workers[w.ix()].pool.as_str());
         for ledger in [
             &mut self.tenants[tenant.ix()].ledger,
             &mut self.classes[class as usize].ledger,
-            &mut self.pools.entry(pool_name).or_default().ledger,
+            &mut pool_entry(&mut self.pools, pool).ledger,
         ] {
             ledger.in_flight -= est_cost;
             ledger.charged += actual;
@@ -584,6 +607,11 @@ impl Engine {
                 AttemptEnd::Canceled => ledger.canceled += actual,
                 AttemptEnd::Succeeded => {}
             }
+        }
+        // Forgotten only now: a forgotten worker's pool name is cleared, and the books above
+        // needed it.
+        for w in forget {
+            self.forget_worker_if_idle(w);
         }
         match end {
             AttemptEnd::Failed { .. } => {
@@ -663,7 +691,7 @@ impl Engine {
         usage: Dur,
         estimate: Dur,
     ) -> bool {
-        let e = self.tenants[t.ix()].estimators.entry(class).or_default();
+        let e = self.tenants[t.ix()].estimators.entry(class);
         if end != AttemptEnd::Succeeded {
             return e.strikes >= 3;
         }
@@ -692,8 +720,7 @@ impl Engine {
         self.free_jobs.push(j.0);
         self.job_by_id.remove(&job.id);
         self.live_jobs -= 1;
-        let key = self.shapes.get(job.shape).clone();
-        if key.gang_min > 1 {
+        if self.shapes.get(job.shape).gang_min > 1 {
             self.gang_shapes -= 1;
         }
         if let Some(key) = self.shapes.release(job.shape) {
@@ -746,6 +773,17 @@ impl Engine {
         self.gps.backlog.insert((tag, t));
         self.gps.weight_sum += self.tenants[t.ix()].weight.micros() as u128;
     }
+}
+
+/// The pool named `name`, created empty if new (without allocating its name when it exists).
+fn pool_entry<'a>(
+    pools: &'a mut std::collections::BTreeMap<String, Pool>,
+    name: &str,
+) -> &'a mut Pool {
+    if !pools.contains_key(name) {
+        pools.insert(name.to_string(), Pool::default());
+    }
+    pools.get_mut(name).expect("inserted above")
 }
 
 /// Tokens a bucket refilling at `rate` (cost units per second) gains from `since` to `now`.

@@ -235,21 +235,14 @@ impl Engine {
         for g in groups {
             let pick = if one_queue {
                 self.select(g, &mut |_| true)
-                    .filter(|(_, s)| self.fits_now(g, *s))
+                    .filter(|(_, s, _)| self.fits_now(g, *s))
             } else {
                 let mut cache: std::collections::BTreeMap<ShapeId, bool> = Default::default();
                 self.select(g, &mut |s| {
                     *cache.entry(s).or_insert_with(|| self.fits_now(g, s))
                 })
             };
-            if let Some((leaf, s)) = pick {
-                let j = self.nodes[leaf.ix()]
-                    .leaf
-                    .as_ref()?
-                    .subqueues
-                    .get(&s)?
-                    .head(self.now.0)?
-                    .1;
+            if let Some((leaf, _, j)) = pick {
                 return Some(format!(
                     "job {} of {} could start in pool {} but waits",
                     self.job(j).id,

@@ -1,6 +1,7 @@
 //! Workers, scheduling passes, placement, backfilling and preemption.
 
 use super::Engine;
+use super::apply::Granted;
 use super::state::{DecisionRecord, NodeKind, TreeShape};
 use crate::config::{Backfill, PolicyName};
 use crate::event::{Event, Placement, StopReason};
@@ -283,16 +284,17 @@ impl Engine {
         // another: passes repeat until a round grants nothing.
         for _ in 0..64 {
             let before = leases.len();
-            let groups: Vec<GroupId> = self
-                .polling
-                .iter()
-                .filter(|(_, set)| !set.is_empty())
-                .map(|(g, _)| *g)
-                .collect();
-            for g in &groups {
-                self.pass(*g, &mut leases);
+            // The groups are walked in order without collecting them first: a pass over a
+            // group changes only that group's set of waiting workers, so the next one is the
+            // same as in a list taken before the round.
+            let mut groups = 0;
+            let mut next = self.next_polling_group(None);
+            while let Some(g) = next {
+                self.pass(g, &mut leases);
+                groups += 1;
+                next = self.next_polling_group(Some(g));
             }
-            if leases.len() == before || groups.len() < 2 {
+            if leases.len() == before || groups < 2 {
                 break;
             }
         }
@@ -302,6 +304,18 @@ impl Engine {
             self.preempt_where_owed();
         }
         leases
+    }
+
+    /// The first group after `after` (from the first, with `None`) with workers waiting.
+    fn next_polling_group(&self, after: Option<GroupId>) -> Option<GroupId> {
+        let from = match after {
+            Some(g) => std::ops::Bound::Excluded(g),
+            None => std::ops::Bound::Unbounded,
+        };
+        self.polling
+            .range((from, std::ops::Bound::Unbounded))
+            .find(|(_, set)| !set.is_empty())
+            .map(|(g, _)| *g)
     }
 
     /// One scheduling pass over group `g`.
@@ -338,11 +352,7 @@ impl Engine {
             } else {
                 self.select(g, &mut |_| true)
             };
-            let Some((leaf, s)) = pick else { break };
-            let j = self.nodes[leaf.ix()].leaf.as_ref().expect("leaf").subqueues[&s]
-                .head(self.now.0)
-                .expect("indexed head")
-                .1;
+            let Some((leaf, _, j)) = pick else { break };
             self.stats.candidates_examined += 1;
             if self.policy.name == PolicyName::Drr && !self.drr_may_send(leaf, j) {
                 continue;
@@ -513,11 +523,10 @@ impl Engine {
         let polling = self.polling.get(&g)?;
         let end = self.now.plus(job.estimate.minus(job.progress));
         // How many members each waiting worker can take without delaying any reservation.
-        let mut room: Vec<(WorkerIdx, u64)> = Vec::new();
-        for &w in polling {
+        let room = |w: WorkerIdx| -> u64 {
             let worker = &self.workers[w.ix()];
             if worker.max_jobs_left == 0 {
-                continue;
+                return 0;
             }
             let mut copies = worker
                 .free()
@@ -533,23 +542,29 @@ impl Engine {
                     }
                 }
             }
-            if copies > 0 {
-                room.push((w, copies));
-            }
-        }
+            copies
+        };
         let placements: Vec<(WorkerIdx, u32)> = if shape.gang <= 1 {
             // Best fit: the worker left with the least free capacity, then the lowest index.
-            let best = room
-                .iter()
-                .min_by_key(|(w, _)| {
-                    let worker = &self.workers[w.ix()];
-                    let mut left = worker.free();
-                    left = left.saturating_minus(&shape.demand);
-                    (left.dominant_share_ppb(&worker.capacity), *w)
-                })?
-                .0;
-            vec![(best, 1)]
+            let mut best: Option<(u64, WorkerIdx)> = None;
+            for &w in polling {
+                if room(w) == 0 {
+                    continue;
+                }
+                let worker = &self.workers[w.ix()];
+                let left = worker.free().saturating_minus(&shape.demand);
+                let fit = (left.dominant_share_ppb(&worker.capacity), w);
+                if best.is_none_or(|b| fit < b) {
+                    best = Some(fit);
+                }
+            }
+            vec![(best?.1, 1)]
         } else {
+            let mut room: Vec<(WorkerIdx, u64)> = polling
+                .iter()
+                .map(|&w| (w, room(w)))
+                .filter(|&(_, copies)| copies > 0)
+                .collect();
             room.sort_by_key(|(w, c)| (std::cmp::Reverse(*c), *w));
             // An elastic gang grows only as far as its tenants' limits allow (fuzz finding F4).
             let wanted = self.members_within_limits(job.tenant, &shape.demand, shape.gang);
@@ -774,38 +789,13 @@ impl Engine {
         let attempt = job.attempts + 1;
         let epoch = job.epoch + 1;
         let expires = now.plus(self.policy.lease);
-        let id = job.id.to_string();
+        let id = String::from(&*job.id);
         let progress = job.progress;
-        let placement_events: Vec<Placement> = placements
-            .iter()
-            .map(|(w, m)| Placement {
-                worker: self.workers[w.ix()].name.clone(),
-                pool: self.workers[w.ix()].pool.clone(),
-                members: *m,
-            })
-            .collect();
-        self.emit_for(
-            j,
-            Event::LeaseGranted {
-                at: now,
-                job: id.clone(),
-                attempt,
-                epoch,
-                expires,
-                placements: placement_events,
-                charges,
-                estimate,
-                policy_version: self.version,
-                borrowed,
-                drr,
-                worker_share,
-            },
-        );
         if backfilled {
             self.stats.backfills += 1;
         }
         let mut workers = Vec::new();
-        for (w, m) in placements {
+        for &(w, m) in &placements {
             let worker = &mut self.workers[w.ix()];
             if keep_record {
                 workers.push(worker.name.clone());
@@ -823,6 +813,28 @@ impl Engine {
             if worker.max_jobs_left == 0 {
                 self.stop_polling(w);
             }
+        }
+        let granted = Granted {
+            at: now,
+            attempt,
+            epoch,
+            expires,
+            placements,
+            charges,
+            path,
+            estimate,
+            policy_version: self.version,
+            borrowed,
+            drr,
+            worker_share,
+        };
+        if self.config.capture_events {
+            let event = self.lease_granted(id.clone(), granted);
+            self.emit_for(j, event);
+        } else {
+            // Nobody will persist the event: apply its effect without building it.
+            self.applying(now);
+            self.apply_granted(j, granted);
         }
         if keep_record {
             let record = DecisionRecord {
@@ -844,6 +856,33 @@ impl Engine {
                 self.decisions.pop_front();
             }
             self.decisions.push_back(record);
+        }
+    }
+
+    /// The `LeaseGranted` event of job `job` for `g`.
+    fn lease_granted(&self, job: String, g: Granted) -> Event {
+        let placements = g
+            .placements
+            .iter()
+            .map(|&(w, members)| Placement {
+                worker: self.workers[w.ix()].name.clone(),
+                pool: self.workers[w.ix()].pool.clone(),
+                members,
+            })
+            .collect();
+        Event::LeaseGranted {
+            at: g.at,
+            job,
+            attempt: g.attempt,
+            epoch: g.epoch,
+            expires: g.expires,
+            placements,
+            charges: g.charges,
+            estimate: g.estimate,
+            policy_version: g.policy_version,
+            borrowed: g.borrowed,
+            drr: g.drr,
+            worker_share: g.worker_share,
         }
     }
 
@@ -905,7 +944,7 @@ impl Engine {
                         self.shapes.get(s).class == class && !self.fits_now(g, s)
                     })
                 });
-                if let Some(j) = blocked.and_then(|(leaf, s)| self.head_of(leaf, s)) {
+                if let Some((_, _, j)) = blocked {
                     self.preempt_for(j, g, true);
                 }
             }
@@ -914,24 +953,13 @@ impl Engine {
             if self.shape_kind == TreeShape::Hierarchical {
                 let mut cache = FitCache::default();
                 let blocked = self.select(g, &mut |s| cache.get_or(s, || !self.fits_now(g, s)));
-                if let Some((leaf, s)) = blocked
-                    && let Some(j) = self.head_of(leaf, s)
+                if let Some((_, s, j)) = blocked
                     && self.within_guarantee(self.job(j).tenant, s)
                 {
                     self.preempt_for(j, g, false);
                 }
             }
         }
-    }
-
-    fn head_of(&self, leaf: NodeIdx, s: ShapeId) -> Option<JobIdx> {
-        self.nodes[leaf.ix()]
-            .leaf
-            .as_ref()?
-            .subqueues
-            .get(&s)?
-            .head(self.now.0)
-            .map(|h| h.1)
     }
 
     fn preempt_for(&mut self, j: JobIdx, g: GroupId, for_reserve: bool) {

@@ -42,13 +42,13 @@ impl Engine {
 
     fn touch_workers(&mut self, j: JobIdx, now: Time) {
         let ttl = self.config.worker_ttl;
-        let placements = self
-            .job(j)
-            .attempt
+        let Some(a) = self.jobs[j.ix()]
             .as_ref()
-            .map(|a| a.placements.clone())
-            .unwrap_or_default();
-        for (w, _) in placements {
+            .and_then(|job| job.attempt.as_ref())
+        else {
+            return;
+        };
+        for &(w, _) in &a.placements {
             let worker = &mut self.workers[w.ix()];
             if worker.group.is_some() {
                 self.worker_ttl.remove(&(worker.last_seen.plus(ttl), w));
@@ -123,19 +123,16 @@ impl Engine {
             (_, Some((StopReason::Cancel, _))) => AttemptEnd::Canceled,
         };
         self.touch_workers(j, now);
-        self.end_attempt(j, now, end, usage, progress);
-        Ok(self.state_of(id).unwrap_or(JobState::Succeeded))
+        Ok(match self.end_attempt(j, now, end, usage, progress) {
+            AfterAttempt::Requeue { .. } => self.job(j).state,
+            // What `status` reports: the remembered state, or `Succeeded` for a job that is
+            // not remembered (`finished_retention = 0`).
+            AfterAttempt::Done(state) if self.config.finished_retention > 0 => state,
+            AfterAttempt::Done(_) => JobState::Succeeded,
+        })
     }
 
-    /// The state of job `id`, live or remembered.
-    fn state_of(&self, id: &str) -> Option<JobState> {
-        match self.job_by_id.get(id) {
-            Some(&j) => Some(self.job(j).state),
-            None => self.finished.get(id).map(|f| f.state),
-        }
-    }
-
-    /// Decides what follows an attempt's end and emits it.
+    /// Decides what follows an attempt's end, emits it and returns it.
     fn end_attempt(
         &mut self,
         j: JobIdx,
@@ -143,7 +140,7 @@ impl Engine {
         end: AttemptEnd,
         usage: Dur,
         progress: Option<Dur>,
-    ) {
+    ) -> AfterAttempt {
         let after = self.after_attempt(j, now, end);
         let job = self.job(j);
         let epoch = job.attempt.as_ref().expect("running").epoch;
@@ -152,19 +149,26 @@ impl Engine {
         } else {
             None
         };
-        let id = job.id.to_string();
-        self.emit_for(
-            j,
-            Event::AttemptEnded {
-                at: now,
-                job: id,
-                epoch,
-                end,
-                usage,
-                progress,
-                after,
-            },
-        );
+        if self.config.capture_events {
+            let id = String::from(&*job.id);
+            self.emit_for(
+                j,
+                Event::AttemptEnded {
+                    at: now,
+                    job: id,
+                    epoch,
+                    end,
+                    usage,
+                    progress,
+                    after,
+                },
+            );
+        } else {
+            // Nobody will persist the event: apply its effect without building it.
+            self.applying(now);
+            self.apply_ended(j, now, end, usage, progress, after);
+        }
+        after
     }
 
     /// What happens to job `j` after an attempt ends with `end`.

@@ -58,7 +58,8 @@ pub struct EngineConfig {
     pub finished_retention: usize,
     /// Decision records kept.
     pub decision_ring: usize,
-    /// Whether events are queued for [`Engine::drain_events`] (the simulator turns this off).
+    /// Whether events are queued for [`Engine::drain_events`]. Without them the engine
+    /// applies a grant's and an attempt end's effects without building their events.
     pub capture_events: bool,
     /// A worker not heard from for this long is forgotten (its capacity no longer counts).
     pub worker_ttl: Dur,
@@ -421,7 +422,7 @@ impl Engine {
             retry_used: 0,
             retry_since: self.now,
             ledger: Ledger::default(),
-            estimators: BTreeMap::new(),
+            estimators: Default::default(),
             admitted: [0; 3],
         });
         self.tenant_by_name.insert(name.to_string(), t);

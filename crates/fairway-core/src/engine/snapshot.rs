@@ -439,7 +439,7 @@ impl Engine {
                     retry_used: t.retry_used,
                     retry_since: t.retry_since,
                     ledger: t.ledger.clone(),
-                    estimators: t.estimators.iter().map(|(c, e)| (*c, *e)).collect(),
+                    estimators: t.estimators.to_vec(),
                     admitted: t.admitted,
                 })
                 .collect(),

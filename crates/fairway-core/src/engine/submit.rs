@@ -225,7 +225,7 @@ impl Engine {
         declared: Option<Dur>,
     ) -> Dur {
         let cp = &self.classes[class as usize].policy;
-        let learned = tenant.and_then(|t| self.tenants[t.ix()].estimators.get(&class).copied());
+        let learned = tenant.and_then(|t| self.tenants[t.ix()].estimators.get(class).copied());
         let estimate =
             match declared {
                 Some(d) => {

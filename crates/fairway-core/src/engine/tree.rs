@@ -409,28 +409,40 @@ impl Engine {
         if old_key == new_key {
             return;
         }
-        if let Some(k) = old_key {
+        if let Some(old) = old_key {
             let set = self.nodes[parent.ix()]
                 .index
                 .get_mut(&(g, s))
                 .expect("index set of a keyed node");
-            let removed = set.remove(&k);
+            let removed = set.remove(&old);
             assert!(
                 removed,
                 "node {n:?} was not under its key in its parent's index"
             );
-            if set.is_empty() {
-                self.nodes[parent.ix()].index.remove(&(g, s));
+            match new_key {
+                // Re-keyed (a charge, a release): it moves inside the same set, which stays,
+                // and its entry in `keyed` is updated in place.
+                Some(new) => {
+                    set.insert(new);
+                    *self.nodes[n.ix()]
+                        .keyed
+                        .get_mut(&(g, s))
+                        .expect("keyed above") = new;
+                }
+                None => {
+                    if set.is_empty() {
+                        self.nodes[parent.ix()].index.remove(&(g, s));
+                    }
+                    self.nodes[n.ix()].keyed.remove(&(g, s));
+                }
             }
-            self.nodes[n.ix()].keyed.remove(&(g, s));
-        }
-        if let Some(k) = new_key {
+        } else if let Some(new) = new_key {
             self.nodes[parent.ix()]
                 .index
                 .entry((g, s))
                 .or_default()
-                .insert(k);
-            self.nodes[n.ix()].keyed.insert((g, s), k);
+                .insert(new);
+            self.nodes[n.ix()].keyed.insert((g, s), new);
         }
     }
 
@@ -581,8 +593,8 @@ impl Engine {
         }
     }
 
-    /// The next leaf and head shape for group `g`, in policy order, among shapes for which
-    /// `fit` holds. Leaves under a tenant whose ancestors are at their limit are skipped.
+    /// The next leaf, head shape and head job for group `g`, in policy order, among shapes for
+    /// which `fit` holds. Leaves under a tenant whose ancestors are at their limit are skipped.
     ///
     /// A node is indexed per shape, and only for the shapes its tenant's limits admit, so the
     /// walk keeps to the shapes every node it descended through admits: a node reached through
@@ -591,7 +603,7 @@ impl Engine {
         &self,
         g: GroupId,
         fit: &mut dyn FnMut(ShapeId) -> bool,
-    ) -> Option<(NodeIdx, ShapeId)> {
+    ) -> Option<(NodeIdx, ShapeId, JobIdx)> {
         let lazy_limits = self.shape_kind == TreeShape::Flat;
         let mut node = NodeIdx(0);
         // The nodes below the root walked through so far.
@@ -600,20 +612,20 @@ impl Engine {
             let current = &self.nodes[node.ix()];
             if let Some(queue) = &current.leaf {
                 // The leaf's best head among the shapes it is indexed under for g that fit.
-                let mut best: Option<(HeadKey, ShapeId)> = None;
+                let mut best: Option<(HeadKey, ShapeId, JobIdx)> = None;
                 for &(hg, s) in &queue.heads {
                     if hg != g || !fit(s) || !self.path_admits(&path, g, s, lazy_limits) {
                         continue;
                     }
-                    let Some((hk, _)) = queue.subqueues.get(&s).and_then(|q| q.head(self.now.0))
+                    let Some((hk, j)) = queue.subqueues.get(&s).and_then(|q| q.head(self.now.0))
                     else {
                         continue;
                     };
                     if best.is_none_or(|b| hk < b.0) {
-                        best = Some((hk, s));
+                        best = Some((hk, s, j));
                     }
                 }
-                return best.map(|(_, s)| (node, s));
+                return best.map(|(_, s, j)| (node, s, j));
             }
             let mut best: Option<NodeKey> = None;
             for (&(_, s), set) in current
