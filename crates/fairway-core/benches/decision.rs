@@ -40,7 +40,7 @@ const TENANTS: [usize; 4] = [10, 1_000, 10_000, 100_000];
 /// A rig running `policy` with `queued` jobs spread round-robin over `tenants` tenants.
 fn filled(policy_name: &str, queued: usize, tenants: usize, job_ids: JobIds) -> Rig {
     let policy = policy(policy_name).unwrap_or_else(|e| panic!("policy {policy_name}: {e:?}"));
-    let mut rig = Rig::new(policy, queued + 1_024, job_ids);
+    let mut rig = Rig::new(policy, queued + 1_024, job_ids, false);
     let tenants = rig.add_tenants("tenant", tenants);
     rig.fill(tenants, queued);
     rig
@@ -110,7 +110,8 @@ fn idle_tenants(c: &mut Criterion) {
             group.bench_function(BenchmarkId::from_parameter(idle), |b| {
                 let rig = rig.get_or_insert_with(|| {
                     let policy = fairway_core::bench_rig::policy(policy).expect("policy");
-                    let mut rig = Rig::new(policy, ACTIVE_QUEUED + idle + 1_024, JobIds::Random);
+                    let mut rig =
+                        Rig::new(policy, ACTIVE_QUEUED + idle + 1_024, JobIds::Random, false);
                     // Each idle tenant submits one job and sees it run to completion.
                     let idle = rig.add_tenants("idle", idle);
                     rig.idle(idle);

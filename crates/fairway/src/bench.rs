@@ -84,6 +84,11 @@ pub struct EngineArgs {
     /// Skip the idle-tenant comparison.
     #[arg(long)]
     pub no_idle: bool,
+    /// Let the engine capture its events, as the server's does (each decision then also
+    /// builds its events, and the rig drops them as the server's writer takes them). Without
+    /// it, the engine applies the effects directly, as an embedder that needs no log would.
+    #[arg(long)]
+    pub capture_events: bool,
 }
 
 pub fn run(args: BenchArgs) -> ExitCode {
@@ -305,7 +310,12 @@ fn engine(args: EngineArgs) -> ExitCode {
 
 /// One configuration of the main grid.
 fn decision_line(name: &str, policy: &Policy, queued: usize, tenants: usize, args: &EngineArgs) {
-    let mut rig = Rig::new(policy.clone(), queued + 1_024, args.job_ids);
+    let mut rig = Rig::new(
+        policy.clone(),
+        queued + 1_024,
+        args.job_ids,
+        args.capture_events,
+    );
     let tenants_range = rig.add_tenants("tenant", tenants);
     let fill_start = Instant::now();
     let (bytes, _) = allocations(|| rig.fill(tenants_range, queued));
@@ -323,6 +333,7 @@ fn decision_line(name: &str, policy: &Policy, queued: usize, tenants: usize, arg
         "bench": "engine",
         "policy": name,
         "job_ids": args.job_ids.name(),
+        "events_captured": args.capture_events,
         "queued": queued,
         "tenants": tenants,
         "decisions": args.decisions,
@@ -354,6 +365,7 @@ fn idle_line(name: &str, policy: &Policy, idle: usize, args: &EngineArgs) {
         policy.clone(),
         IDLE_ACTIVE_QUEUED + idle + 1_024,
         args.job_ids,
+        args.capture_events,
     );
     let idle_tenants = rig.add_tenants("idle", idle);
     rig.idle(idle_tenants);
@@ -364,6 +376,7 @@ fn idle_line(name: &str, policy: &Policy, idle: usize, args: &EngineArgs) {
         "bench": "engine_idle_tenants",
         "policy": name,
         "job_ids": args.job_ids.name(),
+        "events_captured": args.capture_events,
         "queued": IDLE_ACTIVE_QUEUED,
         "active_tenants": IDLE_ACTIVE_TENANTS,
         "idle_tenants": idle,
@@ -416,7 +429,7 @@ fn seed002_line(fair: &Policy, sources: usize, args: &EngineArgs) {
     drop(senders);
 
     let max_jobs = sources + busy.len() * TASKS_PER_BUSY_SOURCE + 1_024;
-    let mut rig = Rig::new(fair.clone(), max_jobs, args.job_ids);
+    let mut rig = Rig::new(fair.clone(), max_jobs, args.job_ids, args.capture_events);
     for t in rig.add_tenants("tenant", sources) {
         if !busy.contains(&t) {
             rig.submit(t);
@@ -434,6 +447,7 @@ fn seed002_line(fair: &Policy, sources: usize, args: &EngineArgs) {
         "minor_sources": sources,
         "busy_sources": busy.len(),
         "job_ids": args.job_ids.name(),
+        "events_captured": args.capture_events,
         "pops": pops.sorted.len(),
         "ns_per_pop_p50": pops.p(0.50),
         "ns_per_pop_p99": pops.p(0.99),
