@@ -167,6 +167,20 @@ unsafe impl GlobalAlloc for CountingAlloc {
 #[global_allocator]
 static ALLOCATOR: CountingAlloc = CountingAlloc;
 
+unsafe extern "C" {
+    /// mimalloc's `void mi_collect(bool force)` (the C library `MiMalloc` is built from).
+    fn mi_collect(force: bool);
+}
+
+/// Returns the memory the calling thread freed to the OS now. mimalloc otherwise keeps freed
+/// pages until later allocations trigger its delayed purge, which an idle server never does:
+/// after recovery (a decoded snapshot and log, all freed) a restarted server held about twice
+/// the resident memory of one filled live (BENCHMARKS.md, "Restart").
+pub fn release_free_memory() {
+    // SAFETY: `mi_collect` takes no pointers and may be called from any thread at any time.
+    unsafe { mi_collect(true) }
+}
+
 /// Runs `f` and returns the bytes it left allocated and the allocation calls it made.
 fn allocations(f: impl FnOnce()) -> (isize, usize) {
     let before = (
