@@ -82,6 +82,7 @@ pub struct ServeArgs {
 
 /// Runs `fairway serve`.
 pub fn run(args: ServeArgs) -> ExitCode {
+    crate::bench::disable_transparent_huge_pages();
     init_logging();
     let config = match config(&args) {
         Ok(c) => c,
