@@ -96,11 +96,13 @@ pub struct ServerConfig {
     /// How long a leader's lease on the leader row lasts without renewal, in ms: the longest a
     /// dead leader keeps the others waiting (it renews every third of it).
     pub leader_lease_ms: u64,
-    /// Called in the writer thread once the engine is recovered (a snapshot decoded, the log
-    /// replayed), before `/readyz` answers 200. The `fairway` binary hands its allocator the
-    /// memory recovery freed here: otherwise an idle restarted server keeps about twice the
-    /// resident memory of one that was filled live.
-    pub after_recovery: Option<fn()>,
+    /// Called where the writer has just freed a large amount of memory: once the engine is
+    /// recovered (a snapshot decoded, the log replayed; before `/readyz` answers 200, in the
+    /// writer thread) and after each snapshot is stored (its encoded bytes freed, in the store
+    /// thread). The `fairway` binary has its allocator return free memory to the OS there:
+    /// otherwise an idle server keeps it (a restarted one held about twice the resident memory
+    /// of one filled live).
+    pub release_memory: Option<fn()>,
 }
 
 /// The default leader lease: a crashed leader is replaced within about this long.
@@ -120,7 +122,7 @@ impl ServerConfig {
             postgres: None,
             advertise: None,
             leader_lease_ms: DEFAULT_LEADER_LEASE_MS,
-            after_recovery: None,
+            release_memory: None,
         }
     }
 

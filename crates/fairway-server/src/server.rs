@@ -159,7 +159,7 @@ impl Server {
             limits: limits.clone(),
             policy: config.policy.clone(),
             lease_ms: config.lease_ms,
-            after_recovery: config.after_recovery,
+            release_memory: config.release_memory,
         };
         shared.leader.set_self_url(advertise);
         let writer_shared = shared.clone();

@@ -549,7 +549,7 @@ impl Sim {
             limits,
             policy: Some(POLICY_A.to_string()),
             lease_ms: None,
-            after_recovery: None,
+            release_memory: None,
         };
         let n_workers = rng.range(2, 5) as usize;
         let workers = (0..n_workers)

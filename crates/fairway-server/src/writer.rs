@@ -277,9 +277,9 @@ pub struct WriterSettings {
     pub policy: Option<String>,
     /// Lease override in milliseconds.
     pub lease_ms: Option<u64>,
-    /// Called once recovery is done, before the server reports ready; see
-    /// [`crate::ServerConfig::after_recovery`].
-    pub after_recovery: Option<fn()>,
+    /// Called after recovery and after each snapshot; see
+    /// [`crate::ServerConfig::release_memory`].
+    pub release_memory: Option<fn()>,
 }
 
 /// The engine's limits as the server runs it.
@@ -414,6 +414,8 @@ struct Turns {
 /// answers them. After a failure it answers nothing but `Unavailable`.
 struct Committer {
     shared: Arc<Shared>,
+    /// [`WriterSettings::release_memory`], called once a stored snapshot's bytes are freed.
+    release_memory: Option<fn()>,
     /// Why the store side stopped (a failed commit, term check or snapshot, or deposed).
     failed: Option<String>,
 }
@@ -478,7 +480,7 @@ pub fn recover<S: EventStore>(
     let unsnapshotted = store.last_lsn().saturating_sub(snapshot_lsn);
     // The decoded snapshot and log are garbage from here on.
     drop(recovered);
-    if let Some(hook) = settings.after_recovery {
+    if let Some(hook) = settings.release_memory {
         hook();
     }
     Ok((engine, unsnapshotted))
@@ -510,6 +512,7 @@ impl<S: EventStore> Writer<S> {
         shared: Arc<Shared>,
         settings: WriterSettings,
     ) -> Writer<S> {
+        let release_memory = settings.release_memory;
         Writer {
             turns: Turns {
                 engine,
@@ -528,6 +531,7 @@ impl<S: EventStore> Writer<S> {
             },
             committer: Committer {
                 shared,
+                release_memory,
                 failed: None,
             },
             store,
@@ -1281,6 +1285,11 @@ impl Committer {
                     store_ms = started.elapsed().as_millis() as u64,
                     "snapshot"
                 );
+                // The snapshot's bytes (the engine's whole state, encoded) are garbage now.
+                drop(snapshot);
+                if let Some(release) = self.release_memory {
+                    release();
+                }
                 Ok(())
             }
             Err(e) => {
@@ -1375,7 +1384,7 @@ mod tests {
             limits: Limits::default(),
             policy: None,
             lease_ms: None,
-            after_recovery: None,
+            release_memory: None,
         }
     }
 
@@ -1410,7 +1419,7 @@ mod tests {
             CALLS.fetch_add(1, Ordering::SeqCst);
         }
         let hooked = WriterSettings {
-            after_recovery: Some(hook),
+            release_memory: Some(hook),
             ..settings()
         };
         let mut store = MemStore::new();
@@ -1633,6 +1642,47 @@ mod tests {
             matches!(rx.try_recv(), Ok(Command::Wake)),
             "the channel came back"
         );
+    }
+
+    // Proves: the release hook runs after a stored snapshot, and not on turns that store none.
+    #[test]
+    fn a_stored_snapshot_calls_the_release_hook() {
+        static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        fn hook() {
+            CALLS.fetch_add(1, Ordering::SeqCst);
+        }
+        let fresh = fresh();
+        let mut settings = settings();
+        settings.limits.snapshot_every_events = 10;
+        settings.release_memory = Some(hook);
+        let mut writer = Writer::new(
+            fresh.engine,
+            fresh.unsnapshotted,
+            fresh.store,
+            fresh.rx,
+            fresh.shared,
+            settings,
+        )
+        .unpaced_snapshots();
+        let submit = |from: usize, n: usize| {
+            let (reply, _rx) = oneshot::channel();
+            let jobs = (from..from + n)
+                .map(|i| SubmitJob {
+                    spec: JobSpec::new(format!("j{i}"), "acme"),
+                    deadline_ms: None,
+                    blob: None,
+                })
+                .collect();
+            Command::Submit { jobs, reply }
+        };
+        writer
+            .step(Time::from_millis(2_000), vec![submit(0, 3)])
+            .unwrap();
+        assert_eq!(CALLS.load(Ordering::SeqCst), 0, "3 events: no snapshot");
+        writer
+            .step(Time::from_millis(3_000), vec![submit(3, 20)])
+            .unwrap();
+        assert_eq!(CALLS.load(Ordering::SeqCst), 1, "a snapshot, then the hook");
     }
 
     /// The replay tail is bounded: with many live jobs the pacing rule alone (as many events as

@@ -199,7 +199,7 @@ fn config(args: &ServeArgs) -> Result<ServerConfig, String> {
         .unwrap_or(body_default)
         .max(args.max_payload_bytes.saturating_add(64 << 10));
     // Recovery runs in the writer thread, which allocates (and frees) what it decoded.
-    config.after_recovery = Some(crate::bench::release_free_memory);
+    config.release_memory = Some(crate::bench::release_free_memory);
     config.check()?;
     Ok(config)
 }
