@@ -1644,18 +1644,9 @@ mod tests {
         );
     }
 
-    // Proves: the release hook runs after a stored snapshot, and not on turns that store none.
-    #[test]
-    fn a_stored_snapshot_calls_the_release_hook() {
-        static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        fn hook() {
-            CALLS.fetch_add(1, Ordering::SeqCst);
-        }
-        let fresh = fresh();
-        let mut settings = settings();
-        settings.limits.snapshot_every_events = 10;
-        settings.release_memory = Some(hook);
-        let mut writer = Writer::new(
+    /// A writer over `fresh` whose snapshots are due by event counts alone.
+    fn unpaced_writer(fresh: Fresh, settings: WriterSettings) -> Writer<MemStore> {
+        Writer::new(
             fresh.engine,
             fresh.unsnapshotted,
             fresh.store,
@@ -1663,24 +1654,40 @@ mod tests {
             fresh.shared,
             settings,
         )
-        .unpaced_snapshots();
-        let submit = |from: usize, n: usize| {
-            let (reply, _rx) = oneshot::channel();
-            let jobs = (from..from + n)
-                .map(|i| SubmitJob {
-                    spec: JobSpec::new(format!("j{i}"), "acme"),
-                    deadline_ms: None,
-                    blob: None,
-                })
-                .collect();
-            Command::Submit { jobs, reply }
-        };
+        .unpaced_snapshots()
+    }
+
+    /// One submission of jobs `j{from}` .. `j{from + n - 1}` for tenant `acme`.
+    fn submit_many(from: usize, n: usize) -> Command {
+        let (reply, _rx) = oneshot::channel();
+        let jobs = (from..from + n)
+            .map(|i| SubmitJob {
+                spec: JobSpec::new(format!("j{i}"), "acme"),
+                deadline_ms: None,
+                blob: None,
+            })
+            .collect();
+        Command::Submit { jobs, reply }
+    }
+
+    // Proves: the release hook runs after a stored snapshot, and not on turns that store none.
+    #[test]
+    fn a_stored_snapshot_calls_the_release_hook() {
+        static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        fn hook() {
+            CALLS.fetch_add(1, Ordering::SeqCst);
+        }
+        let mut settings = settings();
+        settings.limits.snapshot_every_events = 10;
+        settings.release_memory = Some(hook);
+        let fresh = fresh();
+        let mut writer = unpaced_writer(fresh, settings);
         writer
-            .step(Time::from_millis(2_000), vec![submit(0, 3)])
+            .step(Time::from_millis(2_000), vec![submit_many(0, 3)])
             .unwrap();
         assert_eq!(CALLS.load(Ordering::SeqCst), 0, "3 events: no snapshot");
         writer
-            .step(Time::from_millis(3_000), vec![submit(3, 20)])
+            .step(Time::from_millis(3_000), vec![submit_many(3, 20)])
             .unwrap();
         assert_eq!(CALLS.load(Ordering::SeqCst), 1, "a snapshot, then the hook");
     }
@@ -1696,26 +1703,7 @@ mod tests {
         let mut settings = settings();
         settings.limits.snapshot_every_events = 10;
         settings.limits.snapshot_max_tail_events = 25;
-        let mut writer = Writer::new(
-            fresh.engine,
-            fresh.unsnapshotted,
-            fresh.store,
-            fresh.rx,
-            fresh.shared,
-            settings,
-        )
-        .unpaced_snapshots();
-        let submit_many = |from: usize, n: usize| {
-            let (reply, _rx) = oneshot::channel();
-            let jobs = (from..from + n)
-                .map(|i| SubmitJob {
-                    spec: JobSpec::new(format!("j{i}"), "acme"),
-                    deadline_ms: None,
-                    blob: None,
-                })
-                .collect();
-            Command::Submit { jobs, reply }
-        };
+        let mut writer = unpaced_writer(fresh, settings);
         let snapshot_lsn = || {
             MemStore::open(disk.clone())
                 .recover()
