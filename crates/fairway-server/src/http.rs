@@ -338,9 +338,14 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     Ok(value)
 }
 
-/// Reads one item of a batch.
+/// Reads one item of a batch held as a JSON value.
 fn parse_value<T: DeserializeOwned>(value: Value) -> Result<T, ApiError> {
     serde_path_to_error::deserialize(value).map_err(shape_error)
+}
+
+/// Reads one item of a batch from its JSON text (the whole body was already parsed once).
+fn parse_item<T: DeserializeOwned>(item: &serde_json::value::RawValue) -> Result<T, ApiError> {
+    parse_json(item.get().as_bytes())
 }
 
 fn shape_error(e: serde_path_to_error::Error<serde_json::Error>) -> ApiError {
@@ -450,7 +455,7 @@ async fn submit_batch(
     let mut slots: Vec<Result<usize, BatchSubmitResult>> = Vec::with_capacity(body.jobs.len());
     let mut jobs = Vec::new();
     for (i, item) in body.jobs.into_iter().enumerate() {
-        let prepared = parse_value::<SubmitBody>(item)
+        let prepared = parse_item::<SubmitBody>(&item)
             .map_err(|e| {
                 Box::new((
                     e.status,

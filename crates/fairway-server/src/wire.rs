@@ -208,12 +208,14 @@ impl SubmitReply {
 }
 
 /// `POST /v1/jobs/batch`: several jobs.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BatchSubmitBody {
     /// The jobs, each as for `POST /v1/jobs` (at most 1000).
+    // Kept as each job's JSON text, so that each is read once, into its own shape, and a bad
+    // one is refused alone.
     #[schema(value_type = Vec<SubmitBody>)]
-    pub jobs: Vec<Value>,
+    pub jobs: Vec<Box<serde_json::value::RawValue>>,
 }
 
 /// One job's result in a batch: the status its single submission would have had, and its reply.

@@ -125,7 +125,10 @@ async fn batch_submit_and_batch_complete() {
     assert_eq!(results[5]["outcome"], "rejected_final");
     assert_eq!(results[5]["reason"], "invalid");
     assert!(
-        results[5]["message"].as_str().unwrap().contains("colour"),
+        results[5]["message"]
+            .as_str()
+            .unwrap()
+            .contains("jobs[5]: field `colour`"),
         "{}",
         results[5]
     );
