@@ -189,20 +189,7 @@ impl Engine {
 
     /// Each node's `pending` is what its running attempts' ends will take back.
     fn audit_pending(&self) -> Result<(), String> {
-        let mut pending = vec![0u128; self.nodes.len()];
-        if self.policy.name == PolicyName::Fair {
-            for job in self.jobs.iter().flatten() {
-                let Some(a) = &job.attempt else { continue };
-                if a.path.len() != a.charges.len() {
-                    continue;
-                }
-                for (&n, &share) in a.path.iter().zip(&a.charges) {
-                    if let Some(node) = self.nodes.get(n.ix()) {
-                        pending[n.ix()] += node.weight.divide(share as u128 * a.estimate.0 as u128);
-                    }
-                }
-            }
-        }
+        let pending = self.pending_of_running();
         for (i, (node, want)) in self.nodes.iter().zip(pending).enumerate() {
             if node.pending != want {
                 return Err(format!(

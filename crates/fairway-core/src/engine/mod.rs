@@ -599,11 +599,18 @@ impl Engine {
     /// Sets every node's `pending` from the running attempts, under the current weights: what
     /// each attempt's end will take back, so that it is taken back exactly.
     pub(crate) fn recompute_pending(&mut self) {
-        for node in self.nodes.iter_mut() {
-            node.pending = 0;
+        let pending = self.pending_of_running();
+        for (node, p) in self.nodes.iter_mut().zip(pending) {
+            node.pending = p;
         }
+    }
+
+    /// Each node's pending charge computed from scratch from the running attempts (zero
+    /// outside `fair`): what [`Engine::recompute_pending`] installs and the audit checks.
+    pub(crate) fn pending_of_running(&self) -> Vec<u128> {
+        let mut pending = vec![0u128; self.nodes.len()];
         if self.policy.name != PolicyName::Fair {
-            return;
+            return pending;
         }
         for job in self.jobs.iter().flatten() {
             let Some(a) = &job.attempt else { continue };
@@ -611,11 +618,12 @@ impl Engine {
                 continue;
             }
             for (&n, &share) in a.path.iter().zip(&a.charges) {
-                if let Some(node) = self.nodes.get_mut(n.ix()) {
-                    node.pending += node.weight.divide(share as u128 * a.estimate.0 as u128);
+                if let Some(node) = self.nodes.get(n.ix()) {
+                    pending[n.ix()] += node.weight.divide(share as u128 * a.estimate.0 as u128);
                 }
             }
         }
+        pending
     }
 
     /// Re-keys the queued jobs of classes whose ordering parameters a publish changed, so that
