@@ -9,6 +9,7 @@
 mod bench;
 mod bench_e2e;
 mod client_cmds;
+mod memory;
 mod observe_cmds;
 mod policy;
 mod serve;

@@ -82,7 +82,7 @@ pub struct ServeArgs {
 
 /// Runs `fairway serve`.
 pub fn run(args: ServeArgs) -> ExitCode {
-    crate::bench::disable_transparent_huge_pages();
+    crate::memory::disable_transparent_huge_pages();
     init_logging();
     let config = match config(&args) {
         Ok(c) => c,
@@ -198,8 +198,8 @@ fn config(args: &ServeArgs) -> Result<ServerConfig, String> {
         .max_body_bytes
         .unwrap_or(body_default)
         .max(args.max_payload_bytes.saturating_add(64 << 10));
-    // Recovery runs in the writer thread, which allocates (and frees) what it decoded.
-    config.release_memory = Some(crate::bench::release_free_memory);
+    // After recovery and after each snapshot, large buffers were just freed.
+    config.release_memory = Some(crate::memory::release_free_memory);
     config.check()?;
     Ok(config)
 }
