@@ -30,8 +30,9 @@
 //!
 //! After enough events (see [`Limits::snapshot_every_events`], and never more than
 //! [`Limits::snapshot_max_tail_events`]) and on a clean stop, the writer snapshots the engine
-//! as of a turn's last event, and the store side stores it after that turn's commit and prunes
-//! the events it covers; [`recover`] restores the latest snapshot and replays only what follows
+//! as of a turn's last event, once that turn is on its way to the store side (its commit and
+//! answers do not wait for the encoding), and the store side stores it after that turn's
+//! commit and prunes the events it covers; [`recover`] restores the latest snapshot and replays only what follows
 //! it.
 //!
 //! A long poll (`POST /v1/leases` with `wait_ms` > 0) registers its worker with
@@ -364,7 +365,8 @@ struct Sealed {
     /// (`fairway_dispatch_seconds`).
     pass_started: Instant,
     granted: usize,
-    /// A snapshot of the engine as of this turn's last event, stored after its commit.
+    /// A snapshot of the engine as of the last event before it, stored after that event's
+    /// commit. A turn that carries one carries nothing else ([`Turns::snapshot_turn`]).
     snapshot: Option<Snapshot>,
 }
 
@@ -554,7 +556,12 @@ impl<S: EventStore> Writer<S> {
         }
         let now = self.turns.clock.observe(now);
         let sealed = self.turns.seal(now, commands);
-        let result = self.committer.commit(&mut self.store, vec![sealed]);
+        let mut result = self.committer.commit(&mut self.store, vec![sealed]);
+        if result.is_ok()
+            && let Some(snapshot) = self.turns.snapshot_turn()
+        {
+            result = self.committer.commit(&mut self.store, vec![snapshot]);
+        }
         if result.is_err() {
             self.turns.fail();
         }
@@ -718,6 +725,12 @@ impl Turns {
                 Committer::refuse(sealed);
                 return Ended::StoreStopped;
             }
+            // Taken once the turn is on its way, so its commit does not wait for the encoding.
+            if let Some(snapshot) = self.snapshot_turn()
+                && to_store.send(snapshot).is_err()
+            {
+                return Ended::StoreStopped;
+            }
             if self.shared.deposed.load(Ordering::Acquire) {
                 // Another replica leads: whatever this one still holds is not to be answered.
                 return Ended::Deposed;
@@ -789,7 +802,6 @@ impl Turns {
         let events = batch.events.len() as u64;
         self.lsn += events;
         self.events_since_snapshot += events;
-        let snapshot = self.snapshot_due().then(|| self.take_snapshot());
         Sealed {
             batch,
             replies: out.replies,
@@ -797,8 +809,24 @@ impl Turns {
             lease_ms: self.engine.policy().lease.as_millis(),
             pass_started,
             granted,
-            snapshot,
+            snapshot: None,
         }
+    }
+
+    /// A turn holding only a snapshot of the engine as it is now, if one is due. It is taken
+    /// after the turn it follows was handed to the store side, so that turn's commit and
+    /// answers do not wait for the encoding (84 ms at 50,000 queued jobs); the store side
+    /// stores it after that commit, as it comes next in order.
+    fn snapshot_turn(&mut self) -> Option<Sealed> {
+        self.snapshot_due().then(|| Sealed {
+            batch: Batch::default(),
+            replies: Vec::new(),
+            commands: 0,
+            lease_ms: self.engine.policy().lease.as_millis(),
+            pass_started: Instant::now(),
+            granted: 0,
+            snapshot: Some(self.take_snapshot()),
+        })
     }
 
     /// Applies one command to the engine; its answer waits in `out` for the commit.
