@@ -204,14 +204,8 @@ impl App {
         };
         let payload = match &body.payload {
             None => None,
-            Some(v) => {
-                let bytes = serde_json::to_vec(v).map_err(|e| {
-                    refuse(
-                        StatusCode::UNPROCESSABLE_ENTITY,
-                        "invalid",
-                        format!("field `payload`: {e}"),
-                    )
-                })?;
+            Some(raw) => {
+                let bytes = raw.get().as_bytes();
                 let max = self.limits().max_payload_bytes;
                 if bytes.len() > max {
                     return Err(refuse(
@@ -239,7 +233,7 @@ impl App {
         spec.gang = body.gang.unwrap_or(1);
         spec.gang_min = body.gang_min;
         let blob = (payload.is_some() || !spec.demand.is_empty())
-            .then(|| StoredJob::encode(&spec.demand, payload.as_deref()));
+            .then(|| StoredJob::encode(&spec.demand, payload));
         Ok(SubmitJob {
             spec,
             deadline_ms: body.deadline_ms,

@@ -1578,7 +1578,7 @@ impl Sim {
             } else {
                 spec.demand.clone()
             };
-            if g.payload != serde_json::json!({ "n": n }) || g.demand != demand {
+            if g.payload.get() != format!("{{\"n\":{n}}}") || g.demand != demand {
                 return Err(format!(
                     "lease {job}@{} carries payload {} and demand {:?}, not the job's",
                     g.epoch, g.payload, g.demand

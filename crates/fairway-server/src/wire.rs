@@ -8,6 +8,7 @@ use fairway_core::job::JobStatus;
 use fairway_core::{Admission, RejectReason, Time};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use serde_json::value::RawValue;
 use std::collections::BTreeMap;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
@@ -52,7 +53,7 @@ pub struct ErrorBody {
 }
 
 /// `POST /v1/jobs`: a job to submit.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SubmitBody {
     /// Stable id; submitting it again returns the first outcome. Default: a new UUID v7.
@@ -99,9 +100,10 @@ pub struct SubmitBody {
     #[serde(default)]
     pub gang_min: Option<u32>,
     /// Any JSON value, handed to the worker with the lease.
+    // Kept as its JSON text, checked but not rebuilt: stored and handed on as sent.
     #[serde(default)]
     #[schema(value_type = Object)]
-    pub payload: Option<Value>,
+    pub payload: Option<Box<RawValue>>,
 }
 
 /// The answer to one submission.
@@ -322,7 +324,7 @@ pub struct LeaseBody {
 }
 
 /// One lease: the right to run one attempt of a job until `expires_at`, fenced by `epoch`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
 pub struct LeaseGrant {
     /// The job.
     pub job_id: String,
@@ -345,12 +347,13 @@ pub struct LeaseGrant {
     /// Demand per member.
     pub demand: BTreeMap<String, f64>,
     /// The payload as submitted (`null` when none).
+    // Its JSON text as stored: not rebuilt on the way out.
     #[schema(value_type = Object)]
-    pub payload: Value,
+    pub payload: Box<RawValue>,
 }
 
 /// The answer to `POST /v1/leases`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
 pub struct LeaseReply {
     /// The leases granted (empty when the wait ended without work).
     pub leases: Vec<LeaseGrant>,

@@ -53,7 +53,7 @@ use fairway_core::{
     LeaseError, Outcome, Policy, Time, WorkerOffer,
 };
 use fairway_store::{Batch, EventStore, Lsn};
-use serde_json::Value;
+use serde_json::value::RawValue;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -244,9 +244,14 @@ pub struct StoredJob {
     /// Demand per member.
     #[serde(default)]
     pub demand: BTreeMap<String, f64>,
-    /// The payload as submitted.
-    #[serde(default)]
-    pub payload: Value,
+    /// The payload as submitted, as its JSON text (`null` when none).
+    #[serde(default = "null_payload")]
+    pub payload: Box<RawValue>,
+}
+
+/// The JSON text `null`: the payload of a job submitted without one.
+pub fn null_payload() -> Box<RawValue> {
+    RawValue::from_string("null".to_string()).expect("null is JSON")
 }
 
 impl StoredJob {
@@ -1370,7 +1375,7 @@ fn grant(
             };
             (demand, s.payload)
         }
-        None => (default_demand(), Value::Null),
+        None => (default_demand(), null_payload()),
     };
     Ok(LeaseGrant {
         job_id: lease.job,
@@ -1942,7 +1947,7 @@ mod tests {
             panic!("no lease");
         };
         assert_eq!(leases.len(), 1);
-        assert_eq!(leases[0].payload, serde_json::json!(42));
+        assert_eq!(leases[0].payload.get(), "42");
 
         let mut store = MemStore::open(disk);
         let (engine, _) = recover(&mut store, &settings(), Time::from_millis(2_000)).unwrap();

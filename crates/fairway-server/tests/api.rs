@@ -310,6 +310,59 @@ async fn stale_epoch_is_refused_and_changes_nothing() {
     assert_eq!(done["state"], "succeeded");
 }
 
+/// A payload is kept as the JSON text sent, single and batched: the lease carries it byte for
+/// byte (spacing, key order, `1.50`); a body with a payload that is not JSON is refused whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn payload_text_is_kept_as_sent() {
+    let dir = TempDir::new("raw");
+    let server = TestServer::start(dir.path(), |_| {}).await;
+    let text = r#"{"z": [1.50, 2e3],  "a": {"k": "v\u00e9"}}"#;
+    let (code, reply) = server
+        .post_raw(
+            "/v1/jobs",
+            format!(r#"{{"id": "raw-1", "tenant": "acme", "payload": {text}}}"#),
+        )
+        .await;
+    assert_eq!(code, 201, "{reply}");
+    let (code, reply) = server
+        .post_raw(
+            "/v1/jobs/batch",
+            format!(
+                r#"{{"jobs": [{{"id": "raw-2", "tenant": "acme", "payload": {text}}},
+                    {{"id": "raw-3", "tenant": "acme", "payload": {{"open": }}]}}"#
+            ),
+        )
+        .await;
+    assert_eq!(
+        code, 400,
+        "a body that is not JSON is refused whole: {reply}"
+    );
+    let (code, reply) = server
+        .post_raw(
+            "/v1/jobs/batch",
+            format!(r#"{{"jobs": [{{"id": "raw-2", "tenant": "acme", "payload": {text}}}]}}"#),
+        )
+        .await;
+    assert_eq!(code, 200, "{reply}");
+
+    let body = server
+        .auth_raw(server.http.post(format!("{}/v1/leases", server.url)))
+        .json(&json!({"worker": "w1", "capacity": {"cpu": 4}, "max_jobs": 2, "wait_ms": 0}))
+        .send()
+        .await
+        .expect("lease")
+        .text()
+        .await
+        .expect("lease body");
+    assert_eq!(
+        body.matches(&format!(r#""payload":{text}"#)).count(),
+        2,
+        "both leases carry the text as sent: {body}"
+    );
+    let leases: Value = serde_json::from_str(&body).expect("the lease reply is JSON");
+    assert_eq!(leases["leases"][0]["payload"]["z"][0], 1.5);
+}
+
 /// Each kind of bad input gets its status and stable error code, and leaves no trace.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_gets_its_error_and_changes_nothing() {

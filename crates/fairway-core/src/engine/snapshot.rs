@@ -1049,7 +1049,11 @@ mod tests {
             None,
         )
         .expect("finishes");
-        assert!(e.jobs.iter().any(|j| j.as_ref().is_some_and(|j| j.attempt.is_some())));
+        assert!(
+            e.jobs
+                .iter()
+                .any(|j| j.as_ref().is_some_and(|j| j.attempt.is_some()))
+        );
         assert!(!e.free_jobs.is_empty() && !e.finished_order.is_empty());
         let bytes = e.snapshot();
         let decoded: SnapshotRecord = postcard::from_bytes(&bytes).expect("decodes");
