@@ -32,8 +32,8 @@
 //! [`Limits::snapshot_max_tail_events`]) and on a clean stop, the writer snapshots the engine
 //! as of a turn's last event, once that turn is on its way to the store side (its commit and
 //! answers do not wait for the encoding), and the store side stores it after that turn's
-//! commit and prunes the events it covers; [`recover`] restores the latest snapshot and replays only what follows
-//! it.
+//! commit and prunes the events it covers; [`recover`] restores the latest snapshot and
+//! replays only what follows it.
 //!
 //! A long poll (`POST /v1/leases` with `wait_ms` > 0) registers its worker with
 //! [`Engine::worker_ready`] and is **parked** here: leases a later pass grants to that worker
