@@ -740,26 +740,19 @@ impl Engine {
         t.outstanding -= job.cost();
         let digest = job.digest;
         if self.config.finished_retention > 0 {
-            if self.finished_order.len() >= self.config.finished_retention
-                && let Some(old) = self.finished_order.pop_front()
-            {
-                self.finished.remove(&old);
-            }
-            self.finished_order.push_back(job.id.clone());
-            self.finished.insert(
-                job.id,
-                Finished {
-                    tenant: job.tenant,
-                    class: job.class,
-                    state,
-                    attempts: job.attempts,
-                    epoch: job.epoch,
-                    arrival: job.arrival,
-                    estimate: job.estimate,
-                    reason,
-                    digest,
-                },
-            );
+            let record = Finished {
+                tenant: job.tenant,
+                class: job.class,
+                state,
+                attempts: job.attempts,
+                epoch: job.epoch,
+                arrival: job.arrival,
+                estimate: job.estimate,
+                reason,
+                digest,
+            };
+            self.finished
+                .push(job.id, record, self.config.finished_retention);
         }
     }
 

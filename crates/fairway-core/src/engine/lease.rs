@@ -23,7 +23,7 @@ pub struct TickReport {
 impl Engine {
     fn running(&self, id: &str, epoch: u64) -> Result<JobIdx, LeaseError> {
         let Some(&j) = self.job_by_id.get(id) else {
-            return Err(if self.finished.contains_key(id) {
+            return Err(if self.finished.contains(id) {
                 LeaseError::NotRunning
             } else {
                 LeaseError::UnknownJob

@@ -17,6 +17,7 @@ mod audit;
 mod census;
 mod dispatch;
 mod explain;
+mod finished;
 mod lease;
 mod lookup;
 mod meter;
@@ -45,7 +46,7 @@ use crate::shape::{GroupTable, ShapeTable, Worker};
 use crate::time::{Dur, Time};
 use crate::weight::Weight;
 use state::{
-    Class, Finished, Gps, Job, Node, NodeKind, OrderParams, Pool, Tenant, TreeShape, tree_shape,
+    Class, Gps, Job, Node, NodeKind, OrderParams, Pool, Tenant, TreeShape, tree_shape,
 };
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -100,8 +101,7 @@ pub struct Engine {
     pub(crate) jobs: Vec<Option<Job>>,
     pub(crate) free_jobs: Vec<u32>,
     pub(crate) job_by_id: FxHashMap<std::sync::Arc<str>, JobIdx>,
-    pub(crate) finished: FxHashMap<std::sync::Arc<str>, Finished>,
-    pub(crate) finished_order: VecDeque<std::sync::Arc<str>>,
+    pub(crate) finished: finished::FinishedJobs,
     pub(crate) seq: u64,
     pub(crate) shapes: ShapeTable,
     pub(crate) groups: GroupTable,
@@ -176,8 +176,7 @@ impl Engine {
             jobs: Vec::new(),
             free_jobs: Vec::new(),
             job_by_id: FxHashMap::default(),
-            finished: FxHashMap::default(),
-            finished_order: VecDeque::new(),
+            finished: finished::FinishedJobs::default(),
             seq: 0,
             shapes: ShapeTable::default(),
             groups: GroupTable::default(),

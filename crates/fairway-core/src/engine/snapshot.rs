@@ -8,6 +8,7 @@
 //! fields. V2 is V1 (whose `drain` it leaves empty) followed by what V2 added: admission's
 //! meters. A V1 snapshot restores with no meters (admission starts from capacity).
 
+use super::finished::FinishedJobs;
 use super::meter::RateMeter;
 use super::state::{Attempt, Drr, Estimator, Finished, Job, Ledger, Node, NodeKind};
 use super::{Engine, EngineConfig, EngineStats};
@@ -23,12 +24,13 @@ use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::fmt::Write;
 
-/// `J` is how the live jobs are held: decoded, a `Vec` of them; encoded, [`LiveJobs`], which
-/// writes each from the engine's own job without a copy of them all first.
+/// `J` and `F` are how the live and the finished jobs are held: decoded, a `Vec` of each;
+/// encoded, [`LiveJobs`] and [`FinishedList`], which write each job from the engine's own
+/// without a copy of them all first.
 #[derive(Serialize, Deserialize)]
-enum SnapshotRecord<J = Vec<JobSnap<'static>>> {
-    V1(SnapshotV1<J>),
-    V2(SnapshotV1<J>, SnapshotV2),
+enum SnapshotRecord<J = Vec<JobSnap<'static>>, F = Vec<FinishedSnap<'static>>> {
+    V1(SnapshotV1<J, F>),
+    V2(SnapshotV1<J, F>, SnapshotV2),
 }
 
 /// What V2 added to V1.
@@ -52,7 +54,7 @@ struct DrainV1 {
 }
 
 #[derive(Serialize, Deserialize)]
-struct SnapshotV1<J = Vec<JobSnap<'static>>> {
+struct SnapshotV1<J = Vec<JobSnap<'static>>, F = Vec<FinishedSnap<'static>>> {
     policy_version: u64,
     policy_source: String,
     now: Time,
@@ -67,7 +69,7 @@ struct SnapshotV1<J = Vec<JobSnap<'static>>> {
     jobs: J,
     free_jobs: Vec<u32>,
     job_slots: u32,
-    finished: Vec<FinishedSnap>,
+    finished: F,
     gps_v: u128,
     gps_at: Time,
     gps_backlog: Vec<(u128, u32)>,
@@ -342,8 +344,8 @@ impl Serialize for LiveJobs<'_> {
 }
 
 #[derive(Serialize, Deserialize)]
-struct FinishedSnap {
-    id: String,
+struct FinishedSnap<'a> {
+    id: Cow<'a, str>,
     tenant: u32,
     class: u16,
     state: JobState,
@@ -351,8 +353,35 @@ struct FinishedSnap {
     epoch: u64,
     arrival: Time,
     estimate: Dur,
-    reason: Option<String>,
+    reason: Option<Cow<'a, str>>,
     digest: u64,
+}
+
+/// The engine's finished jobs, encoded as the `Vec<FinishedSnap>` they decode to, each
+/// straight from the engine's record, oldest first (as [`LiveJobs`] does for live ones).
+struct FinishedList<'a>(&'a FinishedJobs);
+
+impl Serialize for FinishedList<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq;
+        let records = self.0.iter();
+        let mut seq = serializer.serialize_seq(Some(records.len()))?;
+        for (id, f) in records {
+            seq.serialize_element(&FinishedSnap {
+                id: Cow::Borrowed(id),
+                tenant: f.tenant.0,
+                class: f.class,
+                state: f.state,
+                attempts: f.attempts,
+                epoch: f.epoch,
+                arrival: f.arrival,
+                estimate: f.estimate,
+                reason: f.reason.as_deref().map(Cow::Borrowed),
+                digest: f.digest,
+            })?;
+        }
+        seq.end()
+    }
 }
 
 impl Engine {
@@ -506,25 +535,7 @@ impl Engine {
             jobs: LiveJobs(self),
             free_jobs: self.free_jobs.clone(),
             job_slots: self.jobs.len() as u32,
-            finished: self
-                .finished_order
-                .iter()
-                .filter_map(|id| {
-                    let f = self.finished.get(id)?;
-                    Some(FinishedSnap {
-                        id: id.to_string(),
-                        tenant: f.tenant.0,
-                        class: f.class,
-                        state: f.state,
-                        attempts: f.attempts,
-                        epoch: f.epoch,
-                        arrival: f.arrival,
-                        estimate: f.estimate,
-                        reason: f.reason.clone(),
-                        digest: f.digest,
-                    })
-                })
-                .collect(),
+            finished: FinishedList(&self.finished),
             gps_v: self.gps.v,
             gps_at: self.gps.at,
             gps_backlog: self.gps.backlog.iter().map(|(f, t)| (*f, t.0)).collect(),
@@ -548,7 +559,7 @@ impl Engine {
         // A live job encodes to about 130 bytes and a finished one to about 60 (6.4 MB for
         // 50,000 queued): a little more is reserved at once, not grown by doubling (a grown
         // buffer is copied, and its new pages faulted in, at each step).
-        let estimate = 64 * 1024 + 160 * self.live_jobs + 64 * self.finished_order.len();
+        let estimate = 64 * 1024 + 160 * self.live_jobs + 64 * self.finished.len();
         postcard::to_extend(
             &SnapshotRecord::V2(snap, added),
             Vec::with_capacity(estimate),
@@ -690,22 +701,20 @@ impl Engine {
             e.enqueue(j);
         }
         for f in &s.finished {
-            let id: std::sync::Arc<str> = std::sync::Arc::from(f.id.as_str());
-            e.finished_order.push_back(std::sync::Arc::clone(&id));
-            e.finished.insert(
-                id,
-                Finished {
-                    tenant: TenantIdx(f.tenant),
-                    class: f.class,
-                    state: f.state,
-                    attempts: f.attempts,
-                    epoch: f.epoch,
-                    arrival: f.arrival,
-                    estimate: f.estimate,
-                    reason: f.reason.clone(),
-                    digest: f.digest,
-                },
-            );
+            let record = Finished {
+                tenant: TenantIdx(f.tenant),
+                class: f.class,
+                state: f.state,
+                attempts: f.attempts,
+                epoch: f.epoch,
+                arrival: f.arrival,
+                estimate: f.estimate,
+                reason: f.reason.as_deref().map(str::to_string),
+                digest: f.digest,
+            };
+            // All of them, as they were: the snapshot holds no more than the retention then.
+            e.finished
+                .push(std::sync::Arc::from(&*f.id), record, usize::MAX);
         }
         e.gps.v = s.gps_v;
         e.gps.at = s.gps_at;
@@ -1055,7 +1064,7 @@ mod tests {
                 .iter()
                 .any(|j| j.as_ref().is_some_and(|j| j.attempt.is_some()))
         );
-        assert!(!e.free_jobs.is_empty() && !e.finished_order.is_empty());
+        assert!(!e.free_jobs.is_empty() && e.finished.len() > 0);
         let bytes = e.snapshot();
         let decoded: SnapshotRecord = postcard::from_bytes(&bytes).expect("decodes");
         assert_eq!(postcard::to_stdvec(&decoded).expect("encodes"), bytes);
