@@ -961,6 +961,10 @@ async fn guard(State(app): State<App>, req: Request, next: Next) -> Response {
     let Ok(_permit) = app.inner.in_flight.clone().try_acquire_owned() else {
         return ApiError::busy("too many requests in flight").into_response();
     };
+    // Replicas: a follower sends `/v1/*` to the leader.
+    if let Some(redirect) = crate::leader::redirect_to_leader(&app, &req) {
+        return redirect;
+    }
     let mut budget = app.timeout();
     if req.uri().path() == "/v1/leases" {
         budget += Duration::from_millis(app.limits().max_wait_ms);
@@ -1114,11 +1118,6 @@ pub fn router(app: App) -> axum::Router {
         .merge(dashboard::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        // Replicas: a follower sends `/v1/*` to the leader (crate::leader).
-        .layer(middleware::from_fn_with_state(
-            app.clone(),
-            crate::leader::follow_leader,
-        ))
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(middleware::from_fn_with_state(app.clone(), guard))
         // Error answers are expected traffic (a 503 while recovering, a 409 for a stale

@@ -7,7 +7,7 @@
 //!   Meanwhile it reads who leads and probes that leader's `/readyz`, for `GET /v1/leader`, for
 //!   its own readiness, and to send clients there: every `/v1/*` request (except
 //!   `GET /v1/leader`) is answered `307 Temporary Redirect` to the same path on the leader,
-//!   or `503 no_leader` while there is none ([`follow_leader`]).
+//!   or `503 no_leader` while there is none ([`redirect_to_leader`], asked by the HTTP guard).
 //! - **Leader.** It opens a [`PgStore`] fenced by its new term, rebuilds the engine from the
 //!   database (snapshot and events), and runs the writer loop on the replica's one command
 //!   channel. Every write transaction checks the term, and a turn that commits nothing checks
@@ -27,7 +27,6 @@ use crate::writer::{Command, Shared, Writer, WriterSettings, recover};
 use axum::Json;
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use fairway_store::{Leadership, PgStore};
 use serde::Serialize;
@@ -79,6 +78,11 @@ impl LeaderView {
     /// The view now.
     pub fn get(&self) -> ViewState {
         self.state.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// This replica's role now.
+    pub fn role(&self) -> Role {
+        self.state.read().unwrap_or_else(|e| e.into_inner()).role
     }
 
     fn update(&self, f: impl FnOnce(&mut ViewState)) {
@@ -139,20 +143,22 @@ pub async fn get_leader(State(app): State<App>) -> Json<LeaderReply> {
     })
 }
 
-/// On a follower, sends every `/v1/*` request but `GET /v1/leader` to the leader: `307` with
+/// On a follower, the answer to every `/v1/*` request but `GET /v1/leader`: `307` with
 /// `Location` on the leader (same method, path, query and body) and the leader's URL in the
-/// body and the `fairway-leader` header; `503 no_leader` while no leader is known.
-pub async fn follow_leader(State(app): State<App>, req: Request, next: Next) -> Response {
+/// body and the `fairway-leader` header; `503 no_leader` while no leader is known. `None`
+/// where the request is this replica's to serve. The HTTP guard asks before anything else.
+pub(crate) fn redirect_to_leader(app: &App, req: &Request) -> Option<Response> {
     let path = req.uri().path();
     if !path.starts_with("/v1/") || path == "/v1/leader" {
-        return next.run(req).await;
+        return None;
+    }
+    // Read on every request: the role alone, not a copy of the view.
+    if app.shared().leader.role() != Role::Follower {
+        return None;
     }
     let view = app.shared().leader.get();
-    if view.role != Role::Follower {
-        return next.run(req).await;
-    }
     let Some(leader) = view.leader_url else {
-        return ApiError {
+        return Some(ApiError {
             retry_after_s: Some(1),
             ..ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -161,7 +167,7 @@ pub async fn follow_leader(State(app): State<App>, req: Request, next: Next) -> 
                  way); retry",
             )
         }
-        .into_response();
+        .into_response());
     };
     let target = format!(
         "{}{}",
@@ -184,7 +190,7 @@ pub async fn follow_leader(State(app): State<App>, req: Request, next: Next) -> 
         response.headers_mut().insert(header::LOCATION, location);
         response.headers_mut().insert(LEADER_HEADER, name);
     }
-    response
+    Some(response)
 }
 
 /// Everything a replica runs with.
