@@ -158,16 +158,18 @@ pub(crate) fn redirect_to_leader(app: &App, req: &Request) -> Option<Response> {
     }
     let view = app.shared().leader.get();
     let Some(leader) = view.leader_url else {
-        return Some(ApiError {
-            retry_after_s: Some(1),
-            ..ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "no_leader",
-                "this replica follows, and no replica leads right now (an election is under \
+        return Some(
+            ApiError {
+                retry_after_s: Some(1),
+                ..ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "no_leader",
+                    "this replica follows, and no replica leads right now (an election is under \
                  way); retry",
-            )
-        }
-        .into_response());
+                )
+            }
+            .into_response(),
+        );
     };
     let target = format!(
         "{}{}",

@@ -45,9 +45,7 @@ use crate::resources::{Limit, ResVec, ResourceTable};
 use crate::shape::{GroupTable, ShapeTable, Worker};
 use crate::time::{Dur, Time};
 use crate::weight::Weight;
-use state::{
-    Class, Gps, Job, Node, NodeKind, OrderParams, Pool, Tenant, TreeShape, tree_shape,
-};
+use state::{Class, Gps, Job, Node, NodeKind, OrderParams, Pool, Tenant, TreeShape, tree_shape};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// Limits and switches of one engine instance (not part of the policy).
