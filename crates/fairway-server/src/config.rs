@@ -40,7 +40,7 @@ pub struct Limits {
     pub max_connections: usize,
     /// The writer snapshots the engine after this many events since the last snapshot (or
     /// after as many as there are live jobs, if that is more, and no sooner than ten times
-    /// the last snapshot's duration after it).
+    /// the last snapshot's duration after it, encoding and storing).
     pub snapshot_every_events: u64,
     /// The most events a restart may have to replay after the latest snapshot: once this many
     /// have been committed since the last snapshot, the next is taken however large the state

@@ -233,6 +233,9 @@ pub struct Shared {
     pub events: AtomicU64,
     /// Commands applied.
     pub commands: AtomicU64,
+    /// How long the store side took to store the latest snapshot, in microseconds: the
+    /// engine side paces the next one by it as well as by its own encoding.
+    pub snapshot_store_us: AtomicU64,
     /// The Prometheus metrics the writer counts (`GET /metrics`).
     pub metrics: crate::metrics::Metrics,
 }
@@ -404,7 +407,9 @@ struct Turns {
     /// The LSN of the engine's state: its last event sealed (committed, or on its way).
     lsn: Lsn,
     events_since_snapshot: u64,
-    /// When the last snapshot ended, and how long it took: the next one waits ten times that.
+    /// When the last snapshot's encoding ended, and how long the encoding took. The next one
+    /// waits ten times as long as the last took, encoding and storing
+    /// ([`Shared::snapshot_store_us`]) together.
     last_snapshot: (Instant, Duration),
     last_sweep: Instant,
     /// Whether a snapshot also waits ten times as long as the last one took (always, but in a
@@ -1126,9 +1131,13 @@ impl Turns {
         let every = limits
             .snapshot_every_events
             .max(self.engine.live_jobs() as u64);
-        let (ended, took) = self.last_snapshot;
+        let (ended, encoding) = self.last_snapshot;
+        // Storing counts as much as encoding: the store side stores a snapshot between two
+        // commits, so every turn waits behind it. A snapshot holds the finished jobs too (up
+        // to `finished_retention`), so a server that has run many jobs takes longer each time.
+        let storing = Duration::from_micros(self.shared.snapshot_store_us.load(Ordering::Relaxed));
         self.events_since_snapshot >= every
-            && (!self.paced_snapshots || ended.elapsed() >= took.saturating_mul(10))
+            && (!self.paced_snapshots || ended.elapsed() >= (encoding + storing).saturating_mul(10))
     }
 
     /// Encodes the engine as of its last sealed event (it holds exactly the state after it),
@@ -1310,12 +1319,16 @@ impl Committer {
         let started = Instant::now();
         match store.put_snapshot(snapshot.lsn, &snapshot.bytes) {
             Ok(()) => {
+                let stored_in = started.elapsed();
+                self.shared
+                    .snapshot_store_us
+                    .store(stored_in.as_micros() as u64, Ordering::Relaxed);
                 info!(
                     lsn = snapshot.lsn,
                     bytes = snapshot.bytes.len(),
                     live_jobs = snapshot.live_jobs,
                     encode_ms = snapshot.encoded_in.as_millis() as u64,
-                    store_ms = started.elapsed().as_millis() as u64,
+                    store_ms = stored_in.as_millis() as u64,
                     "snapshot"
                 );
                 // The snapshot's bytes (the engine's whole state, encoded) are garbage now.
@@ -1677,8 +1690,8 @@ mod tests {
         );
     }
 
-    /// A writer over `fresh` whose snapshots are due by event counts alone.
-    fn unpaced_writer(fresh: Fresh, settings: WriterSettings) -> Writer<MemStore> {
+    /// A writer over `fresh`, its snapshots paced by their duration as a server's are.
+    fn paced_writer(fresh: Fresh, settings: WriterSettings) -> Writer<MemStore> {
         Writer::new(
             fresh.engine,
             fresh.unsnapshotted,
@@ -1687,7 +1700,20 @@ mod tests {
             fresh.shared,
             settings,
         )
-        .unpaced_snapshots()
+    }
+
+    /// A writer over `fresh` whose snapshots are due by event counts alone.
+    fn unpaced_writer(fresh: Fresh, settings: WriterSettings) -> Writer<MemStore> {
+        paced_writer(fresh, settings).unpaced_snapshots()
+    }
+
+    /// The LSN of the latest snapshot on `disk`, as a restart would find it.
+    fn latest_snapshot_lsn(disk: &fairway_store::MemDisk) -> Option<Lsn> {
+        MemStore::open(disk.clone())
+            .recover()
+            .unwrap()
+            .snapshot
+            .map(|s| s.0)
     }
 
     /// One submission of jobs `j{from}` .. `j{from + n - 1}` for tenant `acme`.
@@ -1725,6 +1751,60 @@ mod tests {
         assert_eq!(CALLS.load(Ordering::SeqCst), 1, "a snapshot, then the hook");
     }
 
+    // Proves: a paced writer waits ten times as long as the last snapshot took to store, not
+    // only to encode, before the next (storing pauses the commits; with many finished jobs
+    // remembered it can take much longer than the encoding).
+    #[test]
+    fn the_next_snapshot_waits_for_the_last_ones_storing_too() {
+        let fresh = fresh();
+        let disk = fresh.disk.clone();
+        let shared = Arc::clone(&fresh.shared);
+        let mut settings = settings();
+        settings.limits.snapshot_every_events = 10;
+        settings.limits.snapshot_max_tail_events = 1_000_000;
+        let mut writer = paced_writer(fresh, settings);
+        let snapshot_lsn = || latest_snapshot_lsn(&disk);
+        writer
+            .step(Time::from_millis(2_000), vec![submit_many(0, 20)])
+            .unwrap();
+        let first = snapshot_lsn().expect("20 events: a snapshot");
+        // As if storing that snapshot had taken an hour: none for the next ten.
+        shared
+            .snapshot_store_us
+            .store(3_600_000_000, Ordering::Relaxed);
+        // Long enough for ten times the encoding of this small engine to pass.
+        std::thread::sleep(Duration::from_millis(100));
+        // Canceling ends jobs: events, and fewer live jobs than events since the snapshot.
+        let cancel = |from: usize, n: usize| -> Vec<Command> {
+            (from..from + n)
+                .map(|i| Command::Cancel {
+                    job: format!("j{i}"),
+                    tenant: None,
+                    reply: oneshot::channel().0,
+                })
+                .collect()
+        };
+        writer
+            .step(Time::from_millis(3_000), cancel(0, 15))
+            .unwrap();
+        assert!(writer.store_mut().last_lsn() >= first + 15);
+        assert_eq!(snapshot_lsn(), Some(first), "paced by the storing");
+        // Stored in no time: the next is due once ten times the encoding has passed.
+        shared.snapshot_store_us.store(0, Ordering::Relaxed);
+        let mut next = 20;
+        while snapshot_lsn() == Some(first) && next < 20 + 200 {
+            std::thread::sleep(Duration::from_millis(10));
+            let mut turn = vec![submit_many(next, 1)];
+            turn.extend(cancel(next, 1));
+            writer.step(Time::from_millis(4_000), turn).unwrap();
+            next += 1;
+        }
+        assert!(
+            snapshot_lsn() > Some(first),
+            "a snapshot once the pause was over"
+        );
+    }
+
     /// The replay tail is bounded: with many live jobs the pacing rule alone (as many events as
     /// live jobs) would let the tail grow with the state, but once
     /// `snapshot_max_tail_events` events follow the last snapshot, the turn that passes them
@@ -1737,13 +1817,7 @@ mod tests {
         settings.limits.snapshot_every_events = 10;
         settings.limits.snapshot_max_tail_events = 25;
         let mut writer = unpaced_writer(fresh, settings);
-        let snapshot_lsn = || {
-            MemStore::open(disk.clone())
-                .recover()
-                .unwrap()
-                .snapshot
-                .map(|s| s.0)
-        };
+        let snapshot_lsn = || latest_snapshot_lsn(&disk);
         writer
             .step(Time::from_millis(2_000), vec![submit_many(0, 100)])
             .unwrap();

@@ -70,7 +70,8 @@ pub struct ServeArgs {
     #[arg(long, env = "FAIRWAY_MAX_CONNECTIONS", default_value_t = Limits::default().max_connections, value_name = "N")]
     max_connections: usize,
     /// Snapshot the engine after this many committed events (or after as many as there are
-    /// live jobs, if that is more, and no sooner than ten times the last snapshot's duration),
+    /// live jobs, if that is more, and no sooner than ten times the last snapshot's duration,
+    /// encoding and storing),
     /// so that a restart replays only what follows.
     #[arg(long, env = "FAIRWAY_SNAPSHOT_EVERY_EVENTS", default_value_t = Limits::default().snapshot_every_events)]
     snapshot_every_events: u64,
