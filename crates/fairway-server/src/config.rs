@@ -73,7 +73,7 @@ impl Default for Limits {
 /// Everything a [`crate::Server`] needs to start.
 #[derive(Clone, Debug)]
 pub struct ServerConfig {
-    /// The data directory (the embedded store's one file lives there).
+    /// The data directory (the embedded store's files live there).
     pub data_dir: PathBuf,
     /// Where to listen. Without tokens only a loopback address is allowed.
     pub listen: SocketAddr,

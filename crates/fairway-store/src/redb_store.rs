@@ -1,13 +1,23 @@
-//! The embedded backend: one redb file in a data directory.
+//! The embedded backend: one redb file in a data directory, and the latest snapshot in a file
+//! beside it.
 //!
 //! Tables (all keys fixed-width or short, all values framed by [`crate::codec`]):
 //!
 //! | table       | key            | value                                  |
 //! | ----------- | -------------- | -------------------------------------- |
-//! | `meta`      | `&str`         | `u64`: `format_version`                |
+//! | `meta`      | `&str`         | `u64`: `format_version`; `snapshot_lsn`, the LSN of the snapshot file in force |
 //! | `events`    | `u64` (LSN)    | framed `LogRecord`: a group commit's events (`V2`), keyed by the LSN of its first; one event (`V1`) in files of format 1 |
-//! | `snapshots` | `u64` (LSN)    | framed `SnapshotRecord`                |
+//! | `snapshots` | `u64` (LSN)    | framed `SnapshotRecord`, in files of format 2 only (until their next snapshot) |
 //! | `payloads`  | `&str` (job)   | framed opaque bytes                    |
+//!
+//! **Snapshots are files** (`snapshot-<LSN>.fws`, one framed `SnapshotRecord`), not redb
+//! values: a snapshot of a large state is tens of megabytes, and redb stored one as a single
+//! value, copying it into pages and, to delete the one before, reading that back, all while
+//! the commits waited. [`EventStore::put_snapshot`] writes the file under a temporary name,
+//! syncs it, renames it and syncs the directory; only then does one redb transaction record
+//! its LSN in `meta` and prune the events it covers. A crash before that transaction leaves
+//! the previous snapshot and the events in force, and the new file is deleted on the next
+//! open, as are files older than the one in force.
 //!
 //! Each [`EventStore::commit`] is one redb write transaction with `Durability::Immediate`, and
 //! inserts one record for all of its events (and one per payload put or delete): redb
@@ -34,7 +44,10 @@ pub const DB_FILE_NAME: &str = "fairway.redb";
 /// - 2: one log record per group commit, keyed by the LSN of its first event: `V2` (a group)
 ///   as this build writes them, or `V1` (one event). A file of format 1 is therefore a file of
 ///   format 2 already; opening one records the new version, and rewrites nothing else.
-pub const FORMAT_VERSION: u64 = 2;
+/// - 3: snapshots in files beside the database, the one in force named by `meta`'s
+///   `snapshot_lsn`. A file of format 2 keeps its snapshot in table `snapshots`, which
+///   recovery still reads, until the next snapshot replaces it.
+pub const FORMAT_VERSION: u64 = 3;
 
 /// redb's page cache. redb keeps every page it writes in it (up to this size), but the store
 /// reads back only payloads (recent ones, as jobs are leased) and, once at start, the log: a
@@ -47,6 +60,58 @@ const EVENTS: TableDefinition<u64, &[u8]> = TableDefinition::new("events");
 const SNAPSHOTS: TableDefinition<u64, &[u8]> = TableDefinition::new("snapshots");
 const PAYLOADS: TableDefinition<&str, &[u8]> = TableDefinition::new("payloads");
 const FORMAT_KEY: &str = "format_version";
+const SNAPSHOT_KEY: &str = "snapshot_lsn";
+
+/// The snapshot file of `lsn` in `dir`.
+fn snapshot_path(dir: &Path, lsn: Lsn) -> PathBuf {
+    dir.join(format!("snapshot-{lsn:020}.fws"))
+}
+
+/// The LSN a snapshot file's name holds (`snapshot-<LSN>.fws`), or `None` for another file.
+fn snapshot_file_lsn(name: &str) -> Option<Lsn> {
+    name.strip_prefix("snapshot-")?
+        .strip_suffix(".fws")?
+        .parse()
+        .ok()
+}
+
+/// Writes `bytes` as the file `path`, durably: a temporary file beside it, synced, renamed over
+/// it, and the directory synced. A crash leaves either no file (or the old one) or all of it.
+fn write_durably(dir: &Path, path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
+    use std::io::Write;
+    let tmp = path.with_extension("fws.tmp");
+    let io = |context: &str, at: &Path| {
+        let context = format!("{context} {}", at.display());
+        move |source| StoreError::Io { context, source }
+    };
+    let mut file = File::create(&tmp).map_err(io("creating", &tmp))?;
+    file.write_all(bytes).map_err(io("writing", &tmp))?;
+    file.sync_data().map_err(io("syncing", &tmp))?;
+    drop(file);
+    std::fs::rename(&tmp, path).map_err(io("renaming into place", &tmp))?;
+    sync_dir(dir)
+}
+
+/// Deletes the snapshot files (and temporary ones) of `dir` other than `keep`'s: superseded
+/// ones, and any written by a run that crashed before recording it. Best effort: a file left
+/// over is deleted on a later call.
+fn delete_other_snapshot_files(dir: &Path, keep: Option<Lsn>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let stale = if let Some(lsn) = snapshot_file_lsn(name) {
+            Some(lsn) != keep
+        } else {
+            name.starts_with("snapshot-") && name.ends_with(".fws.tmp")
+        };
+        if stale {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
 
 /// The embedded [`EventStore`]: a data directory holding one redb file.
 pub struct RedbStore {
@@ -121,15 +186,18 @@ impl RedbStore {
             .last()
             .map_err(|e| StoreError::backend("reading the last event", e))?
             .map(|(k, v)| k.value() + codec::record_len(v.value()).unwrap_or(1).max(1) - 1);
-        let snapshot_lsn = snapshots
+        let in_table = snapshots
             .last()
             .map_err(|e| StoreError::backend("reading the last snapshot", e))?
             .map(|(k, _)| k.value());
+        let in_file = snapshot_file_in_force(&read)?;
+        let snapshot_lsn = in_table.max(in_file);
         // Events are pruned only up to a snapshot, so the log ends at whichever is later.
         let last_lsn = last_event.unwrap_or(0).max(snapshot_lsn.unwrap_or(0));
         drop(events);
         drop(snapshots);
         drop(read);
+        delete_other_snapshot_files(dir, in_file);
         Ok(RedbStore {
             db,
             dir: dir.to_owned(),
@@ -233,6 +301,19 @@ impl RedbStore {
         split: bool,
         edit: impl FnOnce(Vec<u8>) -> Option<Vec<u8>>,
     ) -> Result<bool, StoreError> {
+        let file = snapshot_path(dir, lsn);
+        if snapshot && file.exists() {
+            let io = |source| StoreError::Io {
+                context: format!("tampering with {}", file.display()),
+                source,
+            };
+            let old = std::fs::read(&file).map_err(io)?;
+            match edit(old) {
+                Some(new) => std::fs::write(&file, new).map_err(io)?,
+                None => std::fs::remove_file(&file).map_err(io)?,
+            }
+            return Ok(true);
+        }
         let db = Database::create(dir.join(DB_FILE_NAME))
             .map_err(|e| StoreError::backend("opening for tampering", e))?;
         let txn = db
@@ -323,6 +404,9 @@ impl RedbStore {
     fn put_snapshot_inner(&mut self, lsn: Lsn, bytes: &[u8]) -> Result<(), StoreError> {
         crate::check_snapshot_lsn(lsn, self.last_lsn, self.snapshot_lsn)?;
         let frame = codec::encode_snapshot(bytes).map_err(StoreError::Encode)?;
+        // The file is whole and durable before anything refers to it.
+        write_durably(&self.dir, &snapshot_path(&self.dir, lsn), &frame)?;
+        drop(frame);
         let mut txn = self
             .db
             .begin_write()
@@ -330,16 +414,19 @@ impl RedbStore {
         txn.set_durability(Durability::Immediate)
             .map_err(|e| StoreError::backend("setting durability", e))?;
         {
+            let mut meta = txn
+                .open_table(META)
+                .map_err(|e| StoreError::backend("opening table meta", e))?;
+            meta.insert(SNAPSHOT_KEY, lsn)
+                .map_err(|e| StoreError::backend("recording a snapshot", e))?;
+            // Pruning in the same transaction: the snapshot and the pruning become durable
+            // together, so there is never a moment with neither the events nor the snapshot.
+            // A snapshot of format 2 in the table is older than this one.
             let mut snapshots = txn
                 .open_table(SNAPSHOTS)
                 .map_err(|e| StoreError::backend("opening table snapshots", e))?;
             snapshots
-                .insert(lsn, frame.as_slice())
-                .map_err(|e| StoreError::backend("storing a snapshot", e))?;
-            // Pruning in the same transaction: the snapshot and the pruning become durable
-            // together, so there is never a moment with neither the events nor the snapshot.
-            snapshots
-                .retain_in(..lsn, |_, _| false)
+                .retain_in(0..=u64::MAX, |_, _| false)
                 .map_err(|e| StoreError::backend("pruning older snapshots", e))?;
             let mut events = txn
                 .open_table(EVENTS)
@@ -358,8 +445,20 @@ impl RedbStore {
         }
         txn.commit()
             .map_err(|e| StoreError::backend("committing a snapshot", e))?;
+        delete_other_snapshot_files(&self.dir, Some(lsn));
         Ok(())
     }
+}
+
+/// The LSN `meta` records for the snapshot file in force, if any.
+fn snapshot_file_in_force(read: &redb::ReadTransaction) -> Result<Option<Lsn>, StoreError> {
+    let meta = read
+        .open_table(META)
+        .map_err(|e| StoreError::backend("opening table meta", e))?;
+    Ok(meta
+        .get(SNAPSHOT_KEY)
+        .map_err(|e| StoreError::backend("reading the snapshot in force", e))?
+        .map(|v| v.value()))
 }
 
 impl EventStore for RedbStore {
@@ -393,10 +492,27 @@ impl EventStore for RedbStore {
         let events = read
             .open_table(EVENTS)
             .map_err(|e| StoreError::backend("opening table events", e))?;
-        let snapshot = snapshots
+        let in_table = snapshots
             .last()
             .map_err(|e| StoreError::backend("reading the latest snapshot", e))?;
-        let snapshot = snapshot.as_ref().map(|(k, v)| (k.value(), v.value()));
+        let in_table = in_table.as_ref().map(|(k, v)| (k.value(), v.value()));
+        // The file in force, read whole; a missing or unreadable one is an error, never a
+        // reason to fall back to an older state.
+        let in_file = match snapshot_file_in_force(&read)? {
+            Some(lsn) if in_table.is_none_or(|(t, _)| lsn >= t) => {
+                let path = snapshot_path(&self.dir, lsn);
+                let bytes = std::fs::read(&path).map_err(|source| StoreError::Io {
+                    context: format!("reading the snapshot in force, {}", path.display()),
+                    source,
+                })?;
+                Some((lsn, bytes))
+            }
+            _ => None,
+        };
+        let snapshot = match &in_file {
+            Some((lsn, bytes)) => Some((*lsn, bytes.as_slice())),
+            None => in_table,
+        };
         let from = snapshot.map_or(1, |(lsn, _)| lsn + 1);
         // From the record holding `from` (a group may begin before it), to the end.
         let start = record_holding(&events, from, "reading events")?.map_or(from, |(k, _)| k);

@@ -104,9 +104,10 @@ fn accepted_id(event: &Event) -> &str {
 }
 
 // Proves: the fixture is what it says, a format-1 file with one record per event (read with
-// redb directly); opening it records format 2 (durably: it survives a reopen) and rewrites
-// nothing else; it then recovers exactly its snapshot, events and payloads, and a group
-// commit appended after its `V1` records recovers with them as one contiguous log.
+// redb directly); opening it records this build's format (durably: it survives a reopen) and
+// rewrites nothing else; it then recovers exactly its snapshot (kept in table `snapshots`),
+// events and payloads, and a group commit appended after its `V1` records recovers with them
+// as one contiguous log. The next snapshot is a file, and it empties the table.
 #[test]
 fn a_format_1_file_is_upgraded_on_open() {
     let dir = format_1_copy();
@@ -166,6 +167,99 @@ fn a_format_1_file_is_upgraded_on_open() {
     for (lsn, event) in &recovered.events[2..] {
         assert_eq!(event, &sample_event(*lsn));
     }
+
+    store.put_snapshot(16, b"state@16").unwrap();
+    drop(store);
+    assert_eq!(snapshot_files(dir.path()), vec![snapshot_file_name(16)]);
+    {
+        let db = redb::Database::create(dir.path().join(DB_FILE_NAME)).unwrap();
+        let read = db.begin_read().unwrap();
+        let table = read
+            .open_table(TableDefinition::<u64, &[u8]>::new("snapshots"))
+            .unwrap();
+        assert_eq!(
+            table.iter().unwrap().count(),
+            0,
+            "the table's snapshot is gone"
+        );
+    }
+    let recovered = RedbStore::open(dir.path()).unwrap().recover().unwrap();
+    assert_eq!(recovered.snapshot, Some((16, b"state@16".to_vec())));
+    let lsns: Vec<u64> = recovered.events.iter().map(|(lsn, _)| *lsn).collect();
+    assert_eq!(lsns, vec![17, 18]);
+}
+
+/// The name of the snapshot file of `lsn`.
+fn snapshot_file_name(lsn: u64) -> String {
+    format!("snapshot-{lsn:020}.fws")
+}
+
+/// The names of the snapshot files (and temporary ones) in `dir`, sorted.
+fn snapshot_files(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.starts_with("snapshot-"))
+        .collect();
+    names.sort();
+    names
+}
+
+// Proves: a snapshot is a file beside the database, and only the one in force stays: taking
+// the next deletes the one before, and recovery reads the latest.
+#[test]
+fn snapshots_are_files_and_only_the_latest_is_kept() {
+    let dir = committed("snapshot-files", 6);
+    let mut store = RedbStore::open(dir.path()).unwrap();
+    store.put_snapshot(2, b"state@2").unwrap();
+    assert_eq!(snapshot_files(dir.path()), vec![snapshot_file_name(2)]);
+    store.put_snapshot(5, b"state@5").unwrap();
+    assert_eq!(snapshot_files(dir.path()), vec![snapshot_file_name(5)]);
+    drop(store);
+    let recovered = RedbStore::open(dir.path()).unwrap().recover().unwrap();
+    assert_eq!(recovered.snapshot, Some((5, b"state@5".to_vec())));
+    assert_eq!(recovered.events, vec![(6, sample_event(6))]);
+}
+
+// Proves: a crash after a snapshot's file was written but before the commit that records it
+// (here, a file and a temporary one made by hand) changes nothing: the store recovers the
+// snapshot in force and every event after it, and the next open deletes the stray files.
+#[test]
+fn a_snapshot_file_no_commit_records_is_ignored_and_deleted() {
+    let dir = committed("stray-snapshot", 6);
+    let mut store = RedbStore::open(dir.path()).unwrap();
+    store.put_snapshot(2, b"state@2").unwrap();
+    drop(store);
+    let stray = codec::encode_snapshot(b"state@6, never recorded").unwrap();
+    std::fs::write(dir.path().join(snapshot_file_name(6)), stray).unwrap();
+    std::fs::write(
+        dir.path().join(format!("{}.tmp", snapshot_file_name(7))),
+        b"half",
+    )
+    .unwrap();
+    let mut store = RedbStore::open(dir.path()).unwrap();
+    assert_eq!(snapshot_files(dir.path()), vec![snapshot_file_name(2)]);
+    assert_eq!(store.last_lsn(), 6);
+    let recovered = store.recover().unwrap();
+    assert_eq!(recovered.snapshot, Some((2, b"state@2".to_vec())));
+    let lsns: Vec<u64> = recovered.events.iter().map(|(lsn, _)| *lsn).collect();
+    assert_eq!(lsns, vec![3, 4, 5, 6]);
+}
+
+// Proves: a missing snapshot file that the database names is refused with an error naming the
+// file, not stepped over: the events it covers are pruned, so no older state is complete.
+#[test]
+fn a_missing_snapshot_file_is_refused() {
+    let dir = committed("missing-snapshot", 4);
+    let mut store = RedbStore::open(dir.path()).unwrap();
+    store.put_snapshot(3, b"state@3").unwrap();
+    drop(store);
+    std::fs::remove_file(dir.path().join(snapshot_file_name(3))).unwrap();
+    let err = RedbStore::open(dir.path()).unwrap().recover().unwrap_err();
+    assert!(
+        matches!(&err, StoreError::Io { context, .. } if context.contains(&snapshot_file_name(3))),
+        "{err:?}"
+    );
 }
 
 // Proves: a group commit stores its events as one record, keyed by its first LSN, however

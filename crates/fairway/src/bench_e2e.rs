@@ -1886,7 +1886,7 @@ async fn run_restart(args: RestartArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-/// Bytes of the files in `dir` (not recursive: the store is one file).
+/// Bytes of the files in `dir` (not recursive: the store's files are all there).
 fn dir_bytes(dir: &Path) -> u64 {
     std::fs::read_dir(dir)
         .map(|entries| {

@@ -21,7 +21,7 @@ use std::process::ExitCode;
 /// Options of `fairway serve`.
 #[derive(Args, Debug)]
 pub struct ServeArgs {
-    /// Data directory: the embedded store's one file lives there (unused with --store).
+    /// Data directory: the embedded store's files live there (unused with --store).
     #[arg(long, env = "FAIRWAY_DATA", default_value = "./fairway-data")]
     data: PathBuf,
     /// Keep the state in PostgreSQL (`postgres://USER@HOST:PORT/DB`) instead of --data, as one
