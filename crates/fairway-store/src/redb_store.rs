@@ -51,9 +51,9 @@ pub const FORMAT_VERSION: u64 = 3;
 
 /// redb's page cache. redb keeps every page it writes in it (up to this size), but the store
 /// reads back only payloads (recent ones, as jobs are leased) and, once at start, the log: a
-/// cache the size of redb's default (1 GiB) would mostly hold snapshots and events nobody
-/// reads, resident. Pages beyond it are read from the file (the OS's page cache).
-pub const CACHE_BYTES: usize = 64 << 20;
+/// larger cache would mostly hold pages nobody reads, resident (docs/store.md measures it).
+/// Pages beyond it are read from the file (the OS's page cache).
+pub const CACHE_BYTES: usize = 16 << 20;
 
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 const EVENTS: TableDefinition<u64, &[u8]> = TableDefinition::new("events");
