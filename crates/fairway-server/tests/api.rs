@@ -346,7 +346,7 @@ async fn payload_text_is_kept_as_sent() {
     assert_eq!(code, 200, "{reply}");
 
     let body = server
-        .auth_raw(server.http.post(format!("{}/v1/leases", server.url)))
+        .auth(server.http.post(format!("{}/v1/leases", server.url)))
         .json(&json!({"worker": "w1", "capacity": {"cpu": 4}, "max_jobs": 2, "wait_ms": 0}))
         .send()
         .await

@@ -27,11 +27,7 @@ fn open_creates_the_directory_and_one_file() {
     let mut store = RedbStore::open(&dir).unwrap();
     assert_eq!(store.last_lsn(), 0);
     assert_eq!(store.recover().unwrap(), Default::default());
-    let names: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
-    assert_eq!(names, vec![DB_FILE_NAME.to_owned()]);
+    assert_eq!(file_names(&dir), vec![DB_FILE_NAME.to_owned()]);
 }
 
 // Proves: a store written by a newer format is refused with `NewerFormat` and a message naming
@@ -194,14 +190,20 @@ fn snapshot_file_name(lsn: u64) -> String {
     format!("snapshot-{lsn:020}.fws")
 }
 
-/// The names of the snapshot files (and temporary ones) in `dir`, sorted.
-fn snapshot_files(dir: &std::path::Path) -> Vec<String> {
+/// The names of the files in `dir`, sorted.
+fn file_names(dir: &std::path::Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .filter(|n| n.starts_with("snapshot-"))
         .collect();
     names.sort();
+    names
+}
+
+/// The names of the snapshot files (and temporary ones) in `dir`, sorted.
+fn snapshot_files(dir: &std::path::Path) -> Vec<String> {
+    let mut names = file_names(dir);
+    names.retain(|n| n.starts_with("snapshot-"));
     names
 }
 

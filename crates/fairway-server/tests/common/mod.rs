@@ -120,12 +120,8 @@ impl TestServer {
         }
     }
 
-    /// `rb` with this handle's token, for a request whose reply a test reads as text.
-    pub fn auth_raw(&self, rb: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
-        self.auth(rb)
-    }
-
-    fn auth(&self, rb: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+    /// `rb` with this handle's token (also for a request whose reply a test reads as text).
+    pub fn auth(&self, rb: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
         match &self.token {
             Some(t) => rb.bearer_auth(t),
             None => rb,
