@@ -224,9 +224,7 @@ impl Engine {
         {
             return j;
         }
-        *self
-            .job_by_id
-            .get(id)
+        self.job_idx(id)
             .unwrap_or_else(|| panic!("event names unknown job {id:?}"))
     }
 
@@ -290,9 +288,8 @@ impl Engine {
             .unwrap_or(class_policy.max_attempts)
             .clamp(1, class_policy.max_attempts.max(1));
         let not_before = deferred_until.unwrap_or(at);
-        let id: std::sync::Arc<str> = std::sync::Arc::from(spec.id.as_str());
         self.jobs[j.ix()] = Some(Job {
-            id: std::sync::Arc::clone(&id),
+            id: spec.id.as_str().into(),
             tenant,
             class,
             shape,
@@ -320,7 +317,7 @@ impl Engine {
             digest: spec_digest(spec),
             attempt: None,
         });
-        self.job_by_id.insert(id, j);
+        self.index_job(j);
         self.live_jobs += 1;
         let t = &mut self.tenants[tenant.ix()];
         t.live_jobs += 1;
@@ -718,7 +715,7 @@ impl Engine {
     pub(crate) fn finish_job(&mut self, j: JobIdx, state: JobState, reason: Option<String>) {
         let job = self.jobs[j.ix()].take().expect("finished job was live");
         self.free_jobs.push(j.0);
-        self.job_by_id.remove(&job.id);
+        self.job_by_id.remove_at(&job.id, j);
         self.live_jobs -= 1;
         if self.shapes.get(job.shape).gang_min > 1 {
             self.gang_shapes -= 1;

@@ -1128,9 +1128,8 @@ impl Engine {
 
     /// Whether job `j` is queued (for checkers).
     pub fn is_queued(&self, id: &str) -> bool {
-        self.job_by_id
-            .get(id)
-            .is_some_and(|&j| self.job(j).state == JobState::Queued)
+        self.job_idx(id)
+            .is_some_and(|j| self.job(j).state == JobState::Queued)
     }
 }
 

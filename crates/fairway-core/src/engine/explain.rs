@@ -162,7 +162,7 @@ pub struct TenantSnapshot {
 impl Engine {
     /// Why job `id` is not running, from the engine's current state.
     pub fn explain(&mut self, id: &str) -> Option<Explanation> {
-        let Some(&j) = self.job_by_id.get(id) else {
+        let Some(j) = self.job_idx(id) else {
             let f = self.finished.get(id)?;
             return Some(Explanation {
                 job: id.to_string(),
@@ -427,7 +427,7 @@ impl Engine {
 
     /// Whether job `id` is queued and no live worker can ever run it.
     pub fn is_unplaceable(&mut self, id: &str) -> bool {
-        let Some(&j) = self.job_by_id.get(id) else {
+        let Some(j) = self.job_idx(id) else {
             return false;
         };
         if self.job(j).state != JobState::Queued {

@@ -22,7 +22,7 @@ pub struct TickReport {
 
 impl Engine {
     fn running(&self, id: &str, epoch: u64) -> Result<JobIdx, LeaseError> {
-        let Some(&j) = self.job_by_id.get(id) else {
+        let Some(j) = self.job_idx(id) else {
             return Err(if self.finished.contains(id) {
                 LeaseError::NotRunning
             } else {
@@ -224,7 +224,7 @@ impl Engine {
     /// heartbeat and is fenced after the grace period. Canceling a finished job changes nothing.
     pub fn cancel(&mut self, now: Time, id: &str) -> Result<JobState, LeaseError> {
         let now = self.observe(now);
-        let Some(&j) = self.job_by_id.get(id) else {
+        let Some(j) = self.job_idx(id) else {
             return self
                 .finished
                 .get(id)

@@ -10,8 +10,8 @@ impl Engine {
     /// The names of job `id`'s tenant and class, live or remembered (as [`Engine::status`]
     /// would report them), borrowed from the engine.
     pub fn job_labels(&self, id: &str) -> Option<(&str, &str)> {
-        let (tenant, class) = match self.job_by_id.get(id) {
-            Some(&j) => {
+        let (tenant, class) = match self.job_idx(id) {
+            Some(j) => {
                 let job = self.job(j);
                 (job.tenant, job.class)
             }

@@ -18,6 +18,7 @@ mod census;
 mod dispatch;
 mod explain;
 mod finished;
+mod id_index;
 mod lease;
 mod lookup;
 mod meter;
@@ -98,7 +99,8 @@ pub struct Engine {
     pub(crate) nodes: Vec<Node>,
     pub(crate) jobs: Vec<Option<Job>>,
     pub(crate) free_jobs: Vec<u32>,
-    pub(crate) job_by_id: FxHashMap<std::sync::Arc<str>, JobIdx>,
+    /// Live job ids to their slots in `jobs`.
+    pub(crate) job_by_id: id_index::IdIndex<JobIdx>,
     pub(crate) finished: finished::FinishedJobs,
     pub(crate) seq: u64,
     pub(crate) shapes: ShapeTable,
@@ -173,7 +175,7 @@ impl Engine {
             nodes: Vec::new(),
             jobs: Vec::new(),
             free_jobs: Vec::new(),
-            job_by_id: FxHashMap::default(),
+            job_by_id: id_index::IdIndex::default(),
             finished: finished::FinishedJobs::default(),
             seq: 0,
             shapes: ShapeTable::default(),
@@ -331,6 +333,18 @@ impl Engine {
         self.jobs[j.ix()].as_ref().expect("live job")
     }
 
+    /// The slot of live job `id`.
+    pub(crate) fn job_idx(&self, id: &str) -> Option<JobIdx> {
+        self.job_by_id.get(id, |j| &self.job(j).id)
+    }
+
+    /// Indexes live job `j` (already in its slot) by its id.
+    pub(crate) fn index_job(&mut self, j: JobIdx) {
+        let jobs = &self.jobs;
+        let id_of = |k: JobIdx| -> &str { &jobs[k.ix()].as_ref().expect("live job").id };
+        self.job_by_id.insert(id_of(j), j, id_of);
+    }
+
     pub(crate) fn job_mut(&mut self, j: JobIdx) -> &mut Job {
         self.jobs[j.ix()].as_mut().expect("live job")
     }
@@ -341,7 +355,7 @@ impl Engine {
 
     /// The status of job `id`, live or remembered.
     pub fn status(&self, id: &str) -> Option<JobStatus> {
-        if let Some(&j) = self.job_by_id.get(id) {
+        if let Some(j) = self.job_idx(id) {
             let job = self.job(j);
             let attempt = job.attempt.as_deref();
             return Some(JobStatus {

@@ -713,8 +713,7 @@ impl Engine {
                 digest: f.digest,
             };
             // All of them, as they were: the snapshot holds no more than the retention then.
-            e.finished
-                .push(std::sync::Arc::from(&*f.id), record, usize::MAX);
+            e.finished.push(Box::from(&*f.id), record, usize::MAX);
         }
         e.gps.v = s.gps_v;
         e.gps.at = s.gps_at;
@@ -804,7 +803,7 @@ impl Engine {
             .get_mut(idx.ix())
             .ok_or("snapshot job slot out of range")?;
         *slot = Some(Job {
-            id: std::sync::Arc::from(&*j.id),
+            id: Box::from(&*j.id),
             tenant,
             class: j.shape.class,
             shape,
@@ -852,8 +851,7 @@ impl Engine {
                 })
             }),
         });
-        let id = std::sync::Arc::clone(&self.jobs[idx.ix()].as_ref().expect("restored").id);
-        self.job_by_id.insert(id, idx);
+        self.index_job(idx);
         self.live_jobs += 1;
         let t = &mut self.tenants[tenant.ix()];
         t.live_jobs += 1;

@@ -14,8 +14,8 @@ use std::collections::{BTreeMap, BTreeSet};
 /// A live job (waiting, deferred or running).
 #[derive(Clone, Debug)]
 pub(crate) struct Job {
-    /// Shared with the id index, so that the id is stored once.
-    pub id: std::sync::Arc<str>,
+    /// The id index compares ids through this field: it is stored once.
+    pub id: Box<str>,
     pub tenant: TenantIdx,
     pub class: u16,
     pub shape: ShapeId,

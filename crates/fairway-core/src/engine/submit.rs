@@ -170,7 +170,7 @@ impl Engine {
     /// The first answer to a job id submitted before, if any.
     fn previous_answer(&self, spec: &JobSpec) -> Option<Admission> {
         let digest = spec_digest(spec);
-        if let Some(&j) = self.job_by_id.get(spec.id.as_str()) {
+        if let Some(j) = self.job_idx(spec.id.as_str()) {
             let job = self.job(j);
             if job.digest != digest {
                 return Some(final_(RejectReason::IdReused));
