@@ -14,6 +14,7 @@ FW=${FW:-$PWD/target/release/fairway}
 OUT=${OUT:-$PWD/docs/bench-runs/$(date -u +%F)}
 PEERS_DIR=${PEERS_DIR:-/tmp/peers}
 mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)   # the peers run from their own folder
 T=$OUT/timeline.txt; : > "$T"
 mark() { echo "$(date -u +%H:%M:%S) $(cut -d' ' -f1-3 /proc/loadavg) $*" | tee -a "$T"; }
 mark start "fairway $(git rev-parse --short HEAD)"
