@@ -7,7 +7,8 @@
 #   cp -r ../shared/peers /tmp/peers            # the harness writes beside itself
 #   docs/bench-runs/run-side-by-side.sh         # about 30 minutes on 2 cores
 #
-# Knobs: FW (the binary), OUT (the folder), PEERS_DIR (the harness's copy).
+# Knobs: FW (the binary), OUT (the folder), PEERS_DIR (the harness's copy), PEERS_JSONL (the
+# peers' lines of an earlier run of the same hour: Fairway's parts only, no peers, no warm server).
 set -u
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 FW=${FW:-$PWD/target/release/fairway}
@@ -19,21 +20,26 @@ T=$OUT/timeline.txt; : > "$T"
 mark() { echo "$(date -u +%H:%M:%S) $(cut -d' ' -f1-3 /proc/loadavg) $*" | tee -a "$T"; }
 mark start "fairway $(git rev-parse --short HEAD)"
 mark "fairway e2e rep 1"; "$FW" bench e2e --rep 1 > "$OUT/e2e.jsonl" 2>>"$OUT/stderr.log"
-mark "peers x3"
-(cd "$PEERS_DIR" && REPEATS=3 VARIANTS=0 ./run-all.sh > "$OUT/peers.log" 2>&1)
-cp "$PEERS_DIR/results/latest.jsonl" "$OUT/peers.jsonl"
+if [ -z "${PEERS_JSONL:-}" ]; then
+  mark "peers x3"
+  (cd "$PEERS_DIR" && REPEATS=3 VARIANTS=0 ./run-all.sh > "$OUT/peers.log" 2>&1)
+  cp "$PEERS_DIR/results/latest.jsonl" "$OUT/peers.jsonl"
+  PEERS_JSONL=$OUT/peers.jsonl
+fi
 mark "fairway e2e rep 2"; "$FW" bench e2e --rep 2 >> "$OUT/e2e.jsonl" 2>>"$OUT/stderr.log"
 mark "fairway e2e rep 3"; "$FW" bench e2e --rep 3 >> "$OUT/e2e.jsonl" 2>>"$OUT/stderr.log"
-mark "warm server"
-WARM=$(mktemp -d)
-"$FW" serve --data "$WARM" --listen 127.0.0.1:18125 > "$OUT/warm-server.log" 2>&1 &
-WP=$!
-sleep 1.5
-for label in warm-up warm; do
-  "$FW" bench e2e --url http://127.0.0.1:18125 --scenarios enqueue,e2e --variants batched,single \
-    --label $label >> "$OUT/warm.jsonl" 2>>"$OUT/stderr.log"
-done
-kill $WP; wait $WP; rm -rf "$WARM"
+if [ "$PEERS_JSONL" = "$OUT/peers.jsonl" ]; then
+  mark "warm server"
+  WARM=$(mktemp -d)
+  "$FW" serve --data "$WARM" --listen 127.0.0.1:18125 > "$OUT/warm-server.log" 2>&1 &
+  WP=$!
+  sleep 1.5
+  for label in warm-up warm; do
+    "$FW" bench e2e --url http://127.0.0.1:18125 --scenarios enqueue,e2e --variants batched,single \
+      --label $label >> "$OUT/warm.jsonl" 2>>"$OUT/stderr.log"
+  done
+  kill $WP; wait $WP; rm -rf "$WARM"
+fi
 mark "engine key cells"; : > "$OUT/engine_key.jsonl"
 for rep in 1 2 3; do
   for capture in "" "--capture-events"; do
@@ -49,4 +55,4 @@ mark "engine grid"
 mark "memory"; "$FW" bench memory --payloads none,small > "$OUT/memory.jsonl" 2>>"$OUT/stderr.log"
 mark "restart"; "$FW" bench restart --variants snapshot,clean > "$OUT/restart.jsonl" 2>>"$OUT/stderr.log"
 mark done
-python3 docs/bench-runs/sidebyside.py "$OUT/e2e.jsonl" "$OUT/peers.jsonl"
+python3 docs/bench-runs/sidebyside.py "$OUT/e2e.jsonl" "$PEERS_JSONL"
