@@ -98,8 +98,9 @@ pub struct ServerConfig {
     pub leader_lease_ms: u64,
     /// Called where the writer has just freed a large amount of memory: once the engine is
     /// recovered (a snapshot decoded, the log replayed; before `/readyz` answers 200, in the
-    /// writer thread) and after each snapshot is stored (its encoded bytes freed, in the store
-    /// thread). The `fairway` binary has its allocator return free memory to the OS there:
+    /// writer thread), after each snapshot is stored (its encoded bytes freed, in the store
+    /// thread), and in the writer thread once it has had no command for half a second after
+    /// some. The `fairway` binary has its allocator return free memory to the OS there:
     /// otherwise an idle server keeps it (a restarted one held about twice the resident memory
     /// of one filled live).
     pub release_memory: Option<fn()>,

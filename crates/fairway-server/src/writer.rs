@@ -286,7 +286,7 @@ pub struct WriterSettings {
     pub policy: Option<String>,
     /// Lease override in milliseconds.
     pub lease_ms: Option<u64>,
-    /// Called after recovery and after each snapshot; see
+    /// Called after recovery, after each snapshot and when the writer goes idle; see
     /// [`crate::ServerConfig::release_memory`].
     pub release_memory: Option<fn()>,
 }
@@ -361,6 +361,9 @@ struct Outbox {
 /// [`Limits::commit_batch_max`] commands) ahead of the disk.
 pub const PIPELINE_TURNS: usize = 2;
 
+/// How long the writer waits with no command before it hands free memory back.
+const IDLE_RELEASE: Duration = Duration::from_millis(500);
+
 /// A turn applied to the engine, waiting to be made durable and answered: what the engine
 /// side hands the store side, in turn order.
 struct Sealed {
@@ -412,6 +415,9 @@ struct Turns {
     /// ([`Shared::snapshot_store_us`]) together.
     last_snapshot: (Instant, Duration),
     last_sweep: Instant,
+    /// When the last command arrived, if any came since memory was last handed back
+    /// ([`Turns::release_when_idle`]).
+    busy_since: Option<Instant>,
     /// Whether a snapshot also waits ten times as long as the last one took (always, but in a
     /// deterministic simulation, where only the event count may decide).
     paced_snapshots: bool,
@@ -537,6 +543,7 @@ impl<S: EventStore> Writer<S> {
                 events_since_snapshot,
                 last_snapshot: (Instant::now(), Duration::ZERO),
                 last_sweep: Instant::now(),
+                busy_since: None,
                 paced_snapshots: true,
                 stopped: false,
                 observer: Observer::new(),
@@ -729,6 +736,7 @@ impl Turns {
                 // A commit failed: apply nothing more. The commands are dropped unanswered.
                 return Ended::StoreStopped;
             }
+            self.release_when_idle(!commands.is_empty());
             let now = self.clock.now();
             let sealed = self.seal(now, commands);
             if let Err(SendError(sealed)) = to_store.send(sealed) {
@@ -748,6 +756,26 @@ impl Turns {
             if closed || self.shared.shutdown.load(Ordering::Acquire) {
                 return Ended::Shutdown;
             }
+        }
+    }
+
+    /// Hands free memory back ([`WriterSettings::release_memory`]) once no command has come
+    /// for [`IDLE_RELEASE`] after some did. The allocator keeps what a burst freed (grown
+    /// tables' old blocks, batches' buffers) until this thread allocates again, which an idle
+    /// server does not: a server just filled with 10^6 jobs held about 23 B per job more than
+    /// one whose allocator returned memory at once. Called from this thread, so that its own
+    /// heap, where the engine's memory is, is the one collected.
+    fn release_when_idle(&mut self, commands: bool) {
+        if commands {
+            self.busy_since = Some(Instant::now());
+            return;
+        }
+        let Some(release) = self.settings.release_memory else {
+            return;
+        };
+        if self.busy_since.is_some_and(|t| t.elapsed() >= IDLE_RELEASE) {
+            self.busy_since = None;
+            release();
         }
     }
 
@@ -1749,6 +1777,38 @@ mod tests {
             .step(Time::from_millis(3_000), vec![submit_many(3, 20)])
             .unwrap();
         assert_eq!(CALLS.load(Ordering::SeqCst), 1, "a snapshot, then the hook");
+    }
+
+    // Proves: the release hook runs once a burst of commands has been followed by half a
+    // second without any, once per burst, and not while commands keep coming.
+    #[test]
+    fn an_idle_writer_calls_the_release_hook_once_per_burst() {
+        static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        fn hook() {
+            CALLS.fetch_add(1, Ordering::SeqCst);
+        }
+        let mut settings = settings();
+        settings.release_memory = Some(hook);
+        let mut writer = unpaced_writer(fresh(), settings);
+        let turns = &mut writer.turns;
+        turns.release_when_idle(false);
+        assert_eq!(
+            CALLS.load(Ordering::SeqCst),
+            0,
+            "nothing came: nothing to hand back"
+        );
+        turns.release_when_idle(true);
+        turns.release_when_idle(false);
+        assert_eq!(CALLS.load(Ordering::SeqCst), 0, "not idle long enough yet");
+        turns.busy_since = Some(Instant::now() - IDLE_RELEASE);
+        turns.release_when_idle(false);
+        assert_eq!(CALLS.load(Ordering::SeqCst), 1, "idle after a burst");
+        turns.release_when_idle(false);
+        assert_eq!(CALLS.load(Ordering::SeqCst), 1, "once per burst");
+        turns.release_when_idle(true);
+        turns.busy_since = Some(Instant::now() - IDLE_RELEASE);
+        turns.release_when_idle(false);
+        assert_eq!(CALLS.load(Ordering::SeqCst), 2, "the next burst");
     }
 
     // Proves: a paced writer waits ten times as long as the last snapshot took to store, not
