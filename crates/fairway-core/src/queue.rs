@@ -80,6 +80,10 @@ impl FixedJobs {
             self.run_key = (tier, key);
         }
         if self.run_key == (tier, key) && self.run.back().is_none_or(|&(last, _)| seq > last) {
+            // Usually `other` is empty and this costs nothing.
+            if self.other.contains(&(tier, key, seq, job)) {
+                return false;
+            }
             self.run.push_back((seq, job));
             return true;
         }
@@ -340,6 +344,18 @@ mod tests {
         q.insert(OrderKey::Fixed(1, 0), 1, JobIdx(1));
         q.insert(OrderKey::Fixed(1, 0), 2, JobIdx(2));
         q.insert(OrderKey::Fixed(1, 0), 1, JobIdx(1));
+    }
+
+    #[test]
+    #[should_panic(expected = "entered a sub-queue twice")]
+    fn a_job_beside_the_ring_cannot_enter_it_too() {
+        let mut q = SubQueue::default();
+        q.insert(OrderKey::Fixed(1, 0), 5, JobIdx(1));
+        // An earlier sequence number: beside the ring.
+        q.insert(OrderKey::Fixed(1, 0), 3, JobIdx(2));
+        q.remove(OrderKey::Fixed(1, 0), 5, JobIdx(1));
+        // The ring is empty now, so job 2's key would go into it.
+        q.insert(OrderKey::Fixed(1, 0), 3, JobIdx(2));
     }
 
     #[test]
