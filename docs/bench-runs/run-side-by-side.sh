@@ -20,7 +20,9 @@ T=$OUT/timeline.txt; : > "$T"
 mark() { echo "$(date -u +%H:%M:%S) $(cut -d' ' -f1-3 /proc/loadavg) $*" | tee -a "$T"; }
 mark start "fairway $(git rev-parse --short HEAD)"
 mark "fairway e2e rep 1"; "$FW" bench e2e --rep 1 > "$OUT/e2e.jsonl" 2>>"$OUT/stderr.log"
+with_peers=no
 if [ -z "${PEERS_JSONL:-}" ]; then
+  with_peers=yes
   mark "peers x3"
   (cd "$PEERS_DIR" && REPEATS=3 VARIANTS=0 ./run-all.sh > "$OUT/peers.log" 2>&1)
   cp "$PEERS_DIR/results/latest.jsonl" "$OUT/peers.jsonl"
@@ -28,7 +30,7 @@ if [ -z "${PEERS_JSONL:-}" ]; then
 fi
 mark "fairway e2e rep 2"; "$FW" bench e2e --rep 2 >> "$OUT/e2e.jsonl" 2>>"$OUT/stderr.log"
 mark "fairway e2e rep 3"; "$FW" bench e2e --rep 3 >> "$OUT/e2e.jsonl" 2>>"$OUT/stderr.log"
-if [ "$PEERS_JSONL" = "$OUT/peers.jsonl" ]; then
+if [ "$with_peers" = yes ]; then
   mark "warm server"
   WARM=$(mktemp -d)
   "$FW" serve --data "$WARM" --listen 127.0.0.1:18125 > "$OUT/warm-server.log" 2>&1 &
