@@ -1,5 +1,6 @@
 //! [`Client`]: one typed method per call of the HTTP API v1.
 
+use crate::coalesce::{Coalescer, DEFAULT_COALESCE};
 use crate::error::Error;
 use crate::observe::{DecisionFilter, DecisionPage, Explanation, Overview, TenantReport};
 use crate::types::*;
@@ -204,6 +205,8 @@ pub struct Client {
     route: Arc<Route>,
     /// How long a call keeps trying other servers.
     failover: Duration,
+    /// Where concurrent [`Client::submit`] calls share requests; `None` when turned off.
+    coalesce: Option<Arc<Coalescer>>,
 }
 
 /// Where a client's calls go: the leader it learned of, if any, else `servers[next]`.
@@ -233,6 +236,7 @@ pub struct ClientBuilder {
     timeout: Duration,
     connect_timeout: Duration,
     failover: Option<Duration>,
+    coalesce: usize,
 }
 
 impl ClientBuilder {
@@ -260,6 +264,20 @@ impl ClientBuilder {
     /// several servers, none with one.
     pub fn failover(mut self, window: Duration) -> ClientBuilder {
         self.failover = Some(window);
+        self
+    }
+
+    /// How many requests at most carry concurrent [`Client::submit`] calls at once (default
+    /// [`DEFAULT_COALESCE`]); `0` sends every call as a request of its own.
+    ///
+    /// Calls that overlap in time share `POST /v1/jobs/batch` requests, each caller still
+    /// getting its own job's answer, exactly as `submit` alone would have had it; a call that
+    /// finds no request under way is sent at once, alone, so a sequential producer waits no
+    /// longer. Ordering between calls that overlap is not defined either way. When a shared
+    /// request gets no answer at all (a transport failure), each of its jobs is sent again
+    /// alone, once: submissions are idempotent by id.
+    pub fn coalesce(mut self, requests: usize) -> ClientBuilder {
+        self.coalesce = requests;
         self
     }
 
@@ -301,6 +319,7 @@ impl ClientBuilder {
             servers: servers.into(),
             route: Arc::new(Route::default()),
             failover,
+            coalesce: (self.coalesce > 0).then(|| Arc::new(Coalescer::new(self.coalesce))),
         })
     }
 }
@@ -342,6 +361,7 @@ impl Client {
             timeout: DEFAULT_TIMEOUT,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             failover: None,
+            coalesce: DEFAULT_COALESCE,
         }
     }
 
@@ -367,11 +387,39 @@ impl Client {
     /// the job is durably accepted (or deferred); a refusal is [`Error::Rejected`]. To retry a
     /// submission yourself, reuse the id (see [`JobSpec::ensure_id`]), or use
     /// [`Client::submit_with_retry`].
+    ///
+    /// Calls that overlap in time share requests (see [`ClientBuilder::coalesce`]); each gets
+    /// its own job's answer. Dropping the future before it is answered leaves the job's
+    /// outcome unknown, as with any request already sent.
     pub async fn submit(&self, mut spec: JobSpec) -> Result<Submitted, Error> {
         spec.ensure_id();
-        let request = self.request(Method::POST, &["v1", "jobs"]).json(&spec);
+        let json = serde_json::to_string(&spec)
+            .map_err(|e| Error::Invalid(format!("the job cannot be encoded as JSON: {e}")))?;
+        match &self.coalesce {
+            Some(coalescer) if json.len() <= crate::coalesce::ALONE_BYTES => {
+                coalescer.submit(self, json).await
+            }
+            _ => self.submit_json(json).await,
+        }
+    }
+
+    /// `POST /v1/jobs` with a job's JSON (its id set).
+    pub(crate) async fn submit_json(&self, json: String) -> Result<Submitted, Error> {
+        let request = self
+            .request(Method::POST, &["v1", "jobs"])
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(json);
         let reply: SubmitReply = self.call(request).await?;
         reply.into_result()
+    }
+
+    /// `POST /v1/jobs/batch` with a body already encoded.
+    pub(crate) async fn submit_batch_json(&self, body: String) -> Result<BatchSubmitReply, Error> {
+        let request = self
+            .request(Method::POST, &["v1", "jobs", "batch"])
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body);
+        self.call(request).await
     }
 
     /// Submits one job, retrying transport failures, 429s and 503s up to
@@ -913,6 +961,30 @@ mod tests {
         assert!(matches!(result, Err(Error::Transport(_))), "{result:?}");
         // Three tries, so two waits: 40 ms then 80 ms.
         assert!(started.elapsed() >= Duration::from_millis(120));
+    }
+
+    /// A coalesced request that gets no answer (nobody listens) leaves each caller with a
+    /// transport failure of its own: every job is sent again alone, once, and fails alone.
+    #[tokio::test]
+    async fn coalesced_submits_to_an_absent_server_each_fail_with_their_own_error() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .unwrap()
+            .port();
+        let client = Client::builder(format!("http://127.0.0.1:{port}"))
+            .coalesce(1)
+            .build()
+            .unwrap();
+        let calls: Vec<_> = (0..20)
+            .map(|_| {
+                let client = client.clone();
+                tokio::spawn(async move { client.submit(JobSpec::new("acme")).await })
+            })
+            .collect();
+        for call in calls {
+            let result = call.await.unwrap();
+            assert!(matches!(result, Err(Error::Transport(_))), "{result:?}");
+        }
     }
 
     #[test]

@@ -80,6 +80,47 @@ impl Error {
         }
     }
 
+    /// A copy of an error that is an answer (every kind but [`Error::Transport`], which has no
+    /// answer to copy), for each caller whose job a coalesced request carried.
+    pub(crate) fn copy_answer(&self) -> Option<Error> {
+        Some(match self {
+            Error::Rejected {
+                retryable,
+                reason,
+                message,
+                retry_after,
+            } => Error::Rejected {
+                retryable: *retryable,
+                reason: reason.clone(),
+                message: message.clone(),
+                retry_after: *retry_after,
+            },
+            Error::StaleEpoch { current } => Error::StaleEpoch { current: *current },
+            Error::NotFound { message } => Error::NotFound {
+                message: message.clone(),
+            },
+            Error::InvalidPolicy { message, errors } => Error::InvalidPolicy {
+                message: message.clone(),
+                errors: errors.clone(),
+            },
+            Error::Http {
+                status,
+                code,
+                message,
+            } => Error::Http {
+                status: *status,
+                code: code.clone(),
+                message: message.clone(),
+            },
+            Error::Transport(_) => return None,
+            Error::Protocol { status, message } => Error::Protocol {
+                status: *status,
+                message: message.clone(),
+            },
+            Error::Invalid(message) => Error::Invalid(message.clone()),
+        })
+    }
+
     /// How long the server asked to wait before trying again, if it said.
     pub fn retry_after(&self) -> Option<Duration> {
         match self {

@@ -51,6 +51,7 @@
 #![warn(missing_docs)]
 
 mod client;
+mod coalesce;
 mod error;
 pub mod observe;
 pub mod types;
@@ -60,6 +61,7 @@ pub use client::{
     Client, ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_FAILOVER, DEFAULT_TIMEOUT, RetryPolicy,
     Submitted, new_job_id,
 };
+pub use coalesce::DEFAULT_COALESCE;
 pub use error::Error;
 pub use observe::{DecisionFilter, DecisionPage, Explanation, Overview, TenantReport};
 pub use types::{

@@ -6,7 +6,9 @@
 //! shape**, so that Fairway's numbers sit beside the peers':
 //!
 //! - `enqueue`: bulk submission (`POST /v1/jobs/batch`, 1000 jobs a call), single submissions
-//!   awaited one by one, and single submissions 64 in flight; no worker runs.
+//!   awaited one by one, and single submissions 64 in flight, through the SDK's coalescing
+//!   (`--coalesce`: concurrent `Client::submit` calls share batch requests) and again with
+//!   one request per submission (`single_concurrent_uncoalesced`); no worker runs.
 //! - `e2e`: workers idle on an empty queue, the producer submits N no-op jobs, time from the
 //!   first submission to the last handler return; enqueue-to-start percentiles.
 //! - `fair`: tenant A submits 20,000 jobs, then tenant B 200; each job sleeps 1 ms; B's wait
@@ -159,6 +161,11 @@ pub struct E2eArgs {
     /// Single submissions in the concurrent phase [SINGLE_CONC_N].
     #[arg(long, default_value_t = 20_000)]
     pub single_conc_n: usize,
+    /// Requests that carry concurrent single submissions at once (the SDK's
+    /// `ClientBuilder::coalesce`; 0: one request per submission). The enqueue scenario also
+    /// measures 0 beside it, as `single_concurrent_uncoalesced`.
+    #[arg(long, default_value_t = fairway_client::DEFAULT_COALESCE)]
+    pub coalesce: usize,
     /// Longest a single-submission phase runs, in seconds [PHASE_CAP_S].
     #[arg(long, default_value_t = 20)]
     pub phase_cap_s: u64,
@@ -663,7 +670,9 @@ impl Target {
     async fn open(args: &E2eArgs, tag: &str, policy: Option<&str>) -> Result<Target, Failure> {
         match &args.url {
             Some(url) => {
-                let client = Client::new(url.clone())?;
+                let client = Client::builder(url.clone())
+                    .coalesce(args.coalesce)
+                    .build()?;
                 client.ready().await?;
                 if let Some(text) = policy {
                     client.put_policy(text).await?;
@@ -686,7 +695,9 @@ impl Target {
                 }
                 let mut server = Spawned::start(&dir, &extra)?;
                 server.ready(Duration::from_secs(120)).await?;
-                let client = Client::new(server.url.clone())?;
+                let client = Client::builder(server.url.clone())
+                    .coalesce(args.coalesce)
+                    .build()?;
                 Ok(Target {
                     client,
                     url: server.url.clone(),
@@ -1374,6 +1385,17 @@ async fn enqueue(args: &E2eArgs) -> Result<(), Failure> {
     let conc = args.single_conc;
     let (conc_n, conc_ms) =
         add_singles(client, "bench-conc", args.single_conc_n, conc, cap, est).await?;
+    // The same with one request per submission, the SDK's coalescing turned off.
+    let alone = Client::builder(target.url.clone()).coalesce(0).build()?;
+    let (alone_n, alone_ms) = add_singles(
+        &alone,
+        "bench-conc-alone",
+        args.single_conc_n,
+        conc,
+        cap,
+        est,
+    )
+    .await?;
     if target.spawned.is_none() {
         let drained = drain(client).await?;
         progress(format!("drained {drained} jobs from {}", target.url));
@@ -1397,9 +1419,17 @@ async fn enqueue(args: &E2eArgs) -> Result<(), Failure> {
             },
             "single_concurrent": {
                 "in_flight": args.single_conc,
+                "coalesce": args.coalesce,
                 "jobs": conc_n,
                 "seconds": secs(conc_ms),
                 "jobs_per_s": per_s(conc_n, conc_ms),
+            },
+            "single_concurrent_uncoalesced": {
+                "in_flight": args.single_conc,
+                "coalesce": 0,
+                "jobs": alone_n,
+                "seconds": secs(alone_ms),
+                "jobs_per_s": per_s(alone_n, alone_ms),
             },
         }),
     );
@@ -1462,7 +1492,14 @@ async fn end_to_end(args: &E2eArgs, variant: Variant) -> Result<(), Failure> {
         "n": args.n,
         "config": config,
         "producer": match variant {
-            Variant::Single => format!("{} single submissions in flight", args.single_conc),
+            Variant::Single if args.coalesce == 0 => format!(
+                "{} single submissions in flight, one request each",
+                args.single_conc
+            ),
+            Variant::Single => format!(
+                "{} single submissions in flight, sharing at most {} requests at once",
+                args.single_conc, args.coalesce
+            ),
             _ => format!("Client::submit_batch, {} per call, one call at a time", args.bulk_chunk),
         },
         "complete": complete,
@@ -1934,6 +1971,7 @@ mod tests {
             single_n: 1,
             single_conc: 1,
             single_conc_n: 1,
+            coalesce: 1,
             phase_cap_s: 1,
             fair_a: 1,
             fair_b: 1,

@@ -692,6 +692,107 @@ fn the_sdk_batch_submit_answers_each_job_in_order() {
     });
 }
 
+/// The server's count of writer commands so far (`fairway_group_commit_commands_sum`): one
+/// per submission request, whether it holds one job or a batch.
+async fn writer_commands(url: &str) -> f64 {
+    let text = reqwest::get(format!("{url}/metrics"))
+        .await
+        .expect("GET /metrics")
+        .text()
+        .await
+        .expect("the metrics text");
+    text.lines()
+        .find_map(|l| l.strip_prefix("fairway_group_commit_commands_sum "))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("fairway_group_commit_commands_sum in /metrics")
+}
+
+/// Concurrent `submit` calls share batch requests, and each caller still gets its own job's
+/// answer as a submission alone would have had it: accepted, refused (an unknown class), or a
+/// duplicate of an id submitted before. With coalescing off, every call is a request.
+#[test]
+fn concurrent_sdk_submits_share_requests_and_each_gets_its_own_answer() {
+    let server = Server::start("sdk-coalesce");
+    let url = server.url.clone();
+    runtime().block_on(async move {
+        let plain = Client::builder(&url).coalesce(0).build().unwrap();
+        plain
+            .submit(JobSpec::new("acme").id("seen-before"))
+            .await
+            .unwrap();
+        let before = writer_commands(&url).await;
+        let client = Client::builder(&url).coalesce(2).build().unwrap();
+        let n = 300;
+        let calls = (0..n).map(|i| {
+            let client = client.clone();
+            tokio::spawn(async move {
+                let spec = match i % 3 {
+                    0 => JobSpec::new("acme").id(format!("c{i}")),
+                    1 => JobSpec::new("acme")
+                        .id(format!("c{i}"))
+                        .class("no-such-class"),
+                    _ if i == 2 => JobSpec::new("acme").id("seen-before"),
+                    _ => JobSpec::new("acme"),
+                };
+                (i, client.submit(spec).await)
+            })
+        });
+        let results = futures_of(calls).await;
+        for (i, result) in results {
+            match i % 3 {
+                0 => {
+                    let submitted = result.unwrap_or_else(|e| panic!("job c{i}: {e}"));
+                    assert_eq!(submitted.job_id(), format!("c{i}"));
+                    assert!(!submitted.duplicate());
+                }
+                1 => assert!(
+                    matches!(
+                        &result,
+                        Err(fairway_client::Error::Rejected { retryable: false, reason, .. })
+                            if reason == "unknown_class"
+                    ),
+                    "job c{i}: {result:?}"
+                ),
+                _ if i == 2 => assert!(result.unwrap().duplicate(), "the id was taken before"),
+                _ => {
+                    let id = result.unwrap().job_id().to_string();
+                    assert_eq!(client.status(&id).await.unwrap().state, JobState::Queued);
+                }
+            }
+        }
+        let coalesced = writer_commands(&url).await - before;
+        assert!(
+            coalesced < n as f64 / 2.0,
+            "{n} concurrent submissions took {coalesced} requests"
+        );
+
+        let before = writer_commands(&url).await;
+        let calls = (0..50).map(|i| {
+            let plain = plain.clone();
+            tokio::spawn(async move { (i, plain.submit(JobSpec::new("acme")).await) })
+        });
+        for (_, result) in futures_of(calls).await {
+            result.unwrap();
+        }
+        assert_eq!(
+            writer_commands(&url).await - before,
+            50.0,
+            "one request per call"
+        );
+    });
+}
+
+/// Awaits spawned tasks in order.
+async fn futures_of<T: Send + 'static>(
+    tasks: impl Iterator<Item = tokio::task::JoinHandle<T>>,
+) -> Vec<T> {
+    let mut out = Vec::new();
+    for task in tasks.collect::<Vec<_>>() {
+        out.push(task.await.expect("the task"));
+    }
+    out
+}
+
 /// An attempt whose lease ran out is no longer the worker's: when its heartbeat is refused
 /// (stale epoch), the handler sees `Lost`, and nothing it reports changes the job.
 #[test]

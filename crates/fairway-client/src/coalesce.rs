@@ -1,0 +1,344 @@
+//! Coalescing of concurrent single submissions: [`Client::submit`] calls that overlap in time
+//! share `POST /v1/jobs/batch` requests, while each caller still gets its own job's answer.
+//!
+//! A producer that awaits many `submit` calls at once (64 tasks, say) would otherwise pay one
+//! HTTP request per job on both sides: a connection each, a parse, a wake-up of the server's
+//! writer, a reply. The server commits concurrent requests together anyway (group commit), so
+//! what one job costs is mostly that request. Here the calls join a queue, and at most
+//! [`ClientBuilder::coalesce`](crate::ClientBuilder::coalesce) requests carry it: each takes
+//! every job queued when it is sent (up to [`MAX_BATCH`] jobs and [`BATCH_BYTES`] of JSON). A
+//! lone call (one in flight, or a sequential producer) finds no request under way and is sent
+//! at once, alone, on `POST /v1/jobs`: coalescing adds no wait, it only fills requests that
+//! would have queued behind each other. Like the Nagle-free batching of Kafka's producer or
+//! ioredis's auto-pipelining, but every answer still follows the server's durable commit.
+//!
+//! **What a caller sees is what `submit` alone would have answered.** The batch reply holds
+//! one result per job, as the server would have answered that job alone (`BatchResult`). When
+//! the request itself fails, each caller gets that failure: copied when it is the server's
+//! answer (`429 busy`, `503`, `413`...), and for a transport failure (no answer: outcome
+//! unknown) each job is sent again alone, once, so that each caller gets a failure of its
+//! own, or its job's answer. Submissions are idempotent by id, so the second send cannot
+//! create a second job; a job the first request did create is answered `duplicate: true`.
+//!
+//! Bounded: at most [`MAX_QUEUED`] jobs wait in the queue; more callers wait for room.
+
+use crate::client::{Client, Submitted};
+use crate::error::Error;
+use crate::types::{BatchResult, BatchSubmitReply, MAX_BATCH};
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
+
+/// The most JSON, in bytes, one coalesced request carries (the server's default body limit is
+/// 16 MiB; a request this size is parsed in well under a millisecond).
+pub(crate) const BATCH_BYTES: usize = 1 << 20;
+/// A job whose JSON is larger than this is sent alone, on `POST /v1/jobs`.
+pub(crate) const ALONE_BYTES: usize = 64 << 10;
+/// The most jobs queued for coalescing at once; further callers wait for room.
+pub(crate) const MAX_QUEUED: usize = 4 * MAX_BATCH;
+/// The default number of requests that carry coalesced submissions at once.
+pub const DEFAULT_COALESCE: usize = 4;
+
+/// The queue of one client (shared by its clones).
+pub(crate) struct Coalescer {
+    /// Requests carrying the queue at once (at least 1).
+    requests: usize,
+    room: Arc<Semaphore>,
+    state: Mutex<Queue>,
+}
+
+#[derive(Default)]
+struct Queue {
+    waiting: VecDeque<Waiting>,
+    /// Requests under way (or about to be sent) that take from `waiting`.
+    senders: usize,
+}
+
+/// One queued submission.
+struct Waiting {
+    /// The job's JSON, id included.
+    json: String,
+    reply: oneshot::Sender<Result<Submitted, Error>>,
+    /// Room in the queue, given back when the job's answer is sent.
+    _room: OwnedSemaphorePermit,
+}
+
+impl Coalescer {
+    pub(crate) fn new(requests: usize) -> Coalescer {
+        Coalescer {
+            requests: requests.max(1),
+            room: Arc::new(Semaphore::new(MAX_QUEUED)),
+            state: Mutex::new(Queue::default()),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Queue> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Queues `json` (a job with its id) and waits for its answer. `client` sends the requests.
+    pub(crate) async fn submit(
+        self: &Arc<Self>,
+        client: &Client,
+        json: String,
+    ) -> Result<Submitted, Error> {
+        let room = self
+            .room
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| Error::Invalid("the submission queue is closed".to_string()))?;
+        let (reply, answer) = oneshot::channel();
+        let start_sender = {
+            let mut queue = self.lock();
+            queue.waiting.push_back(Waiting {
+                json,
+                reply,
+                _room: room,
+            });
+            if queue.senders < self.requests {
+                queue.senders += 1;
+                true
+            } else {
+                false
+            }
+        };
+        if start_sender {
+            // A task of its own, so that a caller who stops waiting does not cancel the
+            // request that carries other callers' jobs.
+            let (this, client) = (self.clone(), client.clone());
+            tokio::spawn(async move { this.send_all(&client).await });
+        }
+        answer.await.unwrap_or_else(|_| {
+            Err(Error::Protocol {
+                status: 0,
+                message: "the request carrying this submission ended without an answer for it \
+                          (its outcome is unknown: submit the same id again)"
+                    .to_string(),
+            })
+        })
+    }
+
+    /// Sends what is queued, request after request, until the queue is empty.
+    async fn send_all(&self, client: &Client) {
+        let mut slot = SenderSlot {
+            coalescer: self,
+            held: true,
+        };
+        loop {
+            let batch = {
+                let mut queue = self.lock();
+                let batch = take_batch(&mut queue.waiting);
+                if batch.is_empty() {
+                    // Under the same lock as the check: a caller queueing after this starts
+                    // a sender of its own.
+                    queue.senders -= 1;
+                    slot.held = false;
+                    return;
+                }
+                batch
+            };
+            if batch.len() == 1 {
+                for job in batch {
+                    let answer = client.submit_json(job.json.clone()).await;
+                    let _ = job.reply.send(answer);
+                }
+                continue;
+            }
+            match client.submit_batch_json(batch_body(&batch)).await {
+                Ok(reply) => answer_each(batch, reply),
+                Err(error) => answer_failure(client, batch, error).await,
+            }
+        }
+    }
+}
+
+/// A sender's place among [`Coalescer::requests`], given back if its task ends early (a panic,
+/// or the runtime shutting down) so that later callers still get a sender.
+struct SenderSlot<'a> {
+    coalescer: &'a Coalescer,
+    held: bool,
+}
+
+impl Drop for SenderSlot<'_> {
+    fn drop(&mut self) {
+        if self.held {
+            self.coalescer.lock().senders -= 1;
+        }
+    }
+}
+
+/// The request failed as a whole: every caller gets that failure, or (no answer at all) an
+/// answer of its own from sending its job again alone.
+async fn answer_failure(client: &Client, batch: Vec<Waiting>, error: Error) {
+    let copies: Option<Vec<Error>> = batch.iter().map(|_| error.copy_answer()).collect();
+    if let Some(copies) = copies {
+        for (job, copy) in batch.into_iter().zip(copies) {
+            let _ = job.reply.send(Err(copy));
+        }
+        return;
+    }
+    tracing::debug!(jobs = batch.len(), error = %error, "a coalesced submission got no answer; sending each job again alone");
+    let mut resent = tokio::task::JoinSet::new();
+    for job in batch {
+        let client = client.clone();
+        resent.spawn(async move {
+            let answer = client.submit_json(job.json.clone()).await;
+            let _ = job.reply.send(answer);
+        });
+    }
+    while resent.join_next().await.is_some() {}
+}
+
+/// The jobs at the front of `waiting` that fit one request.
+fn take_batch(waiting: &mut VecDeque<Waiting>) -> Vec<Waiting> {
+    let mut batch = Vec::new();
+    let mut bytes = 0;
+    while let Some(next) = waiting.front() {
+        let fits = batch.is_empty()
+            || (batch.len() < MAX_BATCH && bytes + next.json.len() < BATCH_BYTES);
+        if !fits {
+            break;
+        }
+        bytes += next.json.len() + 1;
+        batch.extend(waiting.pop_front());
+    }
+    batch
+}
+
+/// `{"jobs":[...]}` from the jobs' own JSON, not serialized again.
+fn batch_body(batch: &[Waiting]) -> String {
+    let len: usize = batch.iter().map(|w| w.json.len() + 1).sum();
+    let mut body = String::with_capacity(len + 10);
+    body.push_str("{\"jobs\":[");
+    for (i, job) in batch.iter().enumerate() {
+        if i > 0 {
+            body.push(',');
+        }
+        body.push_str(&job.json);
+    }
+    body.push_str("]}");
+    body
+}
+
+/// Hands each caller its job's result.
+fn answer_each(batch: Vec<Waiting>, reply: BatchSubmitReply) {
+    let count = batch.len();
+    if reply.results.len() != count {
+        let message = format!("{} results for {count} jobs", reply.results.len());
+        for job in batch {
+            let _ = job.reply.send(Err(Error::Protocol {
+                status: 200,
+                message: message.clone(),
+            }));
+        }
+        return;
+    }
+    for (job, result) in batch.into_iter().zip(reply.results) {
+        let _ = job.reply.send(BatchResult::into_result(result));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn waiting(json: &str) -> (Waiting, oneshot::Receiver<Result<Submitted, Error>>) {
+        let (reply, rx) = oneshot::channel();
+        let room = Arc::new(Semaphore::new(1)).try_acquire_owned().unwrap();
+        (
+            Waiting {
+                json: json.to_string(),
+                reply,
+                _room: room,
+            },
+            rx,
+        )
+    }
+
+    #[test]
+    fn a_batch_takes_the_front_of_the_queue_up_to_the_job_and_byte_limits() {
+        let mut queue: VecDeque<Waiting> = (0..MAX_BATCH + 5)
+            .map(|i| waiting(&format!("{{\"i\":{i}}}")).0)
+            .collect();
+        let first = take_batch(&mut queue);
+        assert_eq!(first.len(), MAX_BATCH);
+        assert_eq!(first[0].json, "{\"i\":0}");
+        assert_eq!(take_batch(&mut queue).len(), 5);
+        assert!(take_batch(&mut queue).is_empty());
+
+        let big = "x".repeat(BATCH_BYTES / 2);
+        let mut queue: VecDeque<Waiting> = (0..3).map(|_| waiting(&big).0).collect();
+        assert_eq!(
+            take_batch(&mut queue).len(),
+            1,
+            "two halves and a comma exceed the limit"
+        );
+        assert_eq!(queue.len(), 2);
+        // A job over the limit on its own still goes, alone.
+        let mut queue: VecDeque<Waiting> = [waiting(&"y".repeat(BATCH_BYTES + 1)).0]
+            .into_iter()
+            .collect();
+        assert_eq!(take_batch(&mut queue).len(), 1);
+    }
+
+    /// A failure the server answered for the whole request (here `503 unavailable`) reaches
+    /// every caller the request carried, as the same error; nothing is sent again.
+    #[tokio::test]
+    async fn an_answered_failure_of_the_request_reaches_every_caller() {
+        let client = Client::new("http://127.0.0.1:1").unwrap();
+        let (a, mut ra) = waiting("{}");
+        let (b, mut rb) = waiting("{}");
+        let error = Error::Http {
+            status: 503,
+            code: "unavailable".into(),
+            message: "the store could not make the request durable".into(),
+        };
+        answer_failure(&client, vec![a, b], error).await;
+        for rx in [&mut ra, &mut rb] {
+            assert!(matches!(
+                rx.try_recv().unwrap(),
+                Err(Error::Http { status: 503, ref code, .. }) if code == "unavailable"
+            ));
+        }
+    }
+
+    #[test]
+    fn the_batch_body_is_the_jobs_json_in_order() {
+        let batch = vec![waiting("{\"id\":\"a\"}").0, waiting("{\"id\":\"b\"}").0];
+        let body: serde_json::Value = serde_json::from_str(&batch_body(&batch)).unwrap();
+        assert_eq!(
+            body,
+            serde_json::json!({"jobs": [{"id": "a"}, {"id": "b"}]})
+        );
+    }
+
+    #[test]
+    fn each_caller_gets_its_own_result_and_a_short_reply_fails_them_all() {
+        let (a, mut ra) = waiting("{}");
+        let (b, mut rb) = waiting("{}");
+        let reply: BatchSubmitReply = serde_json::from_value(serde_json::json!({"results": [
+            {"status": 201, "outcome": "accepted", "job_id": "a", "duplicate": false},
+            {"status": 422, "outcome": "rejected_final", "reason": "unknown_class", "message": "no"}
+        ]}))
+        .unwrap();
+        answer_each(vec![a, b], reply);
+        assert_eq!(ra.try_recv().unwrap().unwrap().job_id(), "a");
+        assert!(matches!(
+            rb.try_recv().unwrap(),
+            Err(Error::Rejected { retryable: false, ref reason, .. }) if reason == "unknown_class"
+        ));
+
+        let (a, mut ra) = waiting("{}");
+        let (b, mut rb) = waiting("{}");
+        answer_each(vec![a, b], BatchSubmitReply { results: vec![] });
+        assert!(matches!(
+            ra.try_recv().unwrap(),
+            Err(Error::Protocol { .. })
+        ));
+        assert!(matches!(
+            rb.try_recv().unwrap(),
+            Err(Error::Protocol { .. })
+        ));
+    }
+}
