@@ -27,6 +27,7 @@ mod error;
 mod mem;
 pub mod postgres;
 mod redb_store;
+mod wal;
 
 pub use codec::{CodecError, decode_event, encode_event};
 pub use error::{CorruptReason, StoreError};
@@ -36,6 +37,7 @@ pub use postgres::{Fence, LeaderRow, Leadership, PgStore};
 #[doc(hidden)]
 pub use redb_store::set_format_version_for_test;
 pub use redb_store::{DB_FILE_NAME, FORMAT_VERSION, RedbStore};
+pub use wal::WAL_FILE_NAME;
 
 /// A log sequence number: 1 for the first event ever committed, then contiguous. 0 means "before
 /// any event".

@@ -5,7 +5,7 @@
 //!
 //! | table       | key            | value                                  |
 //! | ----------- | -------------- | -------------------------------------- |
-//! | `meta`      | `&str`         | `u64`: `format_version`; `snapshot_lsn`, the LSN of the snapshot file in force |
+//! | `meta`      | `&str`         | `u64`: `format_version`; `snapshot_lsn`, the LSN of the snapshot file in force; `wal_seq`, the number of the last commit |
 //! | `events`    | `u64` (LSN)    | framed `LogRecord`: a group commit's events (`V2`), keyed by the LSN of its first; one event (`V1`) in files of format 1 |
 //! | `snapshots` | `u64` (LSN)    | framed `SnapshotRecord`, in files of format 2 only (until their next snapshot) |
 //! | `payloads`  | `&str` (job)   | framed opaque bytes                    |
@@ -19,13 +19,20 @@
 //! the previous snapshot and the events in force, and the new file is deleted on the next
 //! open, as are files older than the one in force.
 //!
-//! Each [`EventStore::commit`] is one redb write transaction with `Durability::Immediate`, and
-//! inserts one record for all of its events (and one per payload put or delete): redb
-//! fsyncs before `commit` returns, and a crash during that fsync rolls the whole transaction back
-//! on the next open (redb's 1PC+C). Following redb's own audit, this module never uses
-//! savepoints, table deletion or renaming, and never catches a panic around a write transaction.
+//! Each [`EventStore::commit`] is one redb write transaction that inserts one record for all of
+//! its events (and one per payload put or delete) and records the commit's number in `meta`
+//! (`wal_seq`). It is made durable by the **write-ahead log** beside the file ([`crate::wal`]):
+//! the same writes as one record, appended and synced before the transaction commits with
+//! `Durability::None`. A commit whose record would take the log past its limit is a
+//! **checkpoint** instead, committed with `Durability::Immediate` (redb fsyncs before `commit`
+//! returns, and a crash during that fsync rolls the whole transaction back on the next open:
+//! redb's 1PC+C), after which the log starts again; so is every snapshot, and a clean close.
+//! [`RedbStore::open`] replays the log's records past the durable `wal_seq` into redb in one
+//! durable transaction. Following redb's own audit, this module never uses savepoints, table
+//! deletion or renaming, and never catches a panic around a write transaction.
 
 use crate::codec::{self, CodecError};
+use crate::wal::{self, Wal};
 use crate::{Batch, EventStore, Lsn, Recovered, StoreError};
 use redb::{
     Database, Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition,
@@ -47,7 +54,10 @@ pub const DB_FILE_NAME: &str = "fairway.redb";
 /// - 3: snapshots in files beside the database, the one in force named by `meta`'s
 ///   `snapshot_lsn`. A file of format 2 keeps its snapshot in table `snapshots`, which
 ///   recovery still reads, until the next snapshot replaces it.
-pub const FORMAT_VERSION: u64 = 3;
+/// - 4: commits made durable by the write-ahead log `fairway.wal`, numbered by `meta`'s
+///   `wal_seq`. A build that does not know the log would lose the commits it holds, so it must
+///   refuse the file; a file of format 3 has no log and is one of format 4 already.
+pub const FORMAT_VERSION: u64 = 4;
 
 /// redb's page cache. redb keeps every page it writes in it (up to this size), but the store
 /// reads back only payloads (recent ones, as jobs are leased) and, once at start, the log: a
@@ -61,6 +71,7 @@ const SNAPSHOTS: TableDefinition<u64, &[u8]> = TableDefinition::new("snapshots")
 const PAYLOADS: TableDefinition<&str, &[u8]> = TableDefinition::new("payloads");
 const FORMAT_KEY: &str = "format_version";
 const SNAPSHOT_KEY: &str = "snapshot_lsn";
+const WAL_SEQ_KEY: &str = "wal_seq";
 
 /// The snapshot file of `lsn` in `dir`.
 fn snapshot_path(dir: &Path, lsn: Lsn) -> PathBuf {
@@ -121,6 +132,9 @@ pub struct RedbStore {
     snapshot_lsn: Option<Lsn>,
     poisoned: bool,
     fail_next_commit: bool,
+    wal: Wal,
+    /// The number of the last commit (durable in the log or in redb).
+    wal_seq: u64,
 }
 
 impl std::fmt::Debug for RedbStore {
@@ -130,6 +144,7 @@ impl std::fmt::Debug for RedbStore {
             .field("last_lsn", &self.last_lsn)
             .field("snapshot_lsn", &self.snapshot_lsn)
             .field("poisoned", &self.poisoned)
+            .field("wal_seq", &self.wal_seq)
             .finish()
     }
 }
@@ -170,6 +185,13 @@ impl RedbStore {
             Some(_) => write_format(&db, FORMAT_VERSION, "upgrading the store's format")?,
             None => init_tables(&db)?,
         }
+        // Before anything reads the tables: the commits only the log holds go into redb.
+        let (mut wal, content) = Wal::open(dir)?;
+        let wal_seq = replay_wal(&db, &content, read_wal_seq(&db)?)?;
+        drop(content);
+        wal.restart();
+        // The log's directory entry, if it was just created (redb's file is synced below).
+        sync_dir(dir)?;
 
         let read = db
             .begin_read()
@@ -205,6 +227,8 @@ impl RedbStore {
             snapshot_lsn,
             poisoned: false,
             fail_next_commit: false,
+            wal,
+            wal_seq,
         })
     }
 
@@ -213,8 +237,8 @@ impl RedbStore {
         &self.dir
     }
 
-    /// Test hook: the next non-empty [`EventStore::commit`] fails after writing its records
-    /// into the transaction but before committing it, so the transaction is dropped (aborted).
+    /// Test hook: the next non-empty [`EventStore::commit`] fails before writing anything, as
+    /// if its transaction had been aborted.
     #[doc(hidden)]
     pub fn fail_next_commit(&mut self) {
         self.fail_next_commit = true;
@@ -343,6 +367,23 @@ impl RedbStore {
         Ok(found)
     }
 
+    /// Test hook: the bytes in the write-ahead log since the last checkpoint.
+    #[doc(hidden)]
+    pub fn wal_bytes(&self) -> u64 {
+        self.wal.tail()
+    }
+
+    /// Makes every commit durable in redb itself (one durable transaction) and starts the
+    /// write-ahead log again: a reopen then has nothing to replay.
+    pub fn checkpoint(&mut self) -> Result<(), StoreError> {
+        self.check_poisoned()?;
+        // A durable commit persists the non-durable ones before it.
+        let result = write_meta(&self.db, WAL_SEQ_KEY, self.wal_seq, "checkpointing");
+        crate::poison_on_error(&mut self.poisoned, result)?;
+        self.wal.restart();
+        Ok(())
+    }
+
     fn check_poisoned(&self) -> Result<(), StoreError> {
         crate::unpoisoned(self.poisoned)
     }
@@ -362,14 +403,40 @@ impl RedbStore {
             .collect::<Result<Vec<_>, CodecError>>()
             .map_err(StoreError::Encode)?;
 
+        let first = self.last_lsn + 1;
+        let seq = self.wal_seq + 1;
+        if std::mem::take(&mut self.fail_next_commit) {
+            // Nothing written: as if the transaction had been aborted.
+            return Err(StoreError::Injected);
+        }
+        let logged = wal::encode(
+            seq,
+            first,
+            record.as_deref(),
+            &payloads,
+            &batch.delete_payloads,
+        )?;
+        let checkpoint = !self.wal.fits(logged.len());
+        if !checkpoint {
+            self.wal.append(&logged)?;
+        }
+        drop(logged);
         let mut txn = self
             .db
             .begin_write()
             .map_err(|e| StoreError::backend("beginning a commit", e))?;
-        txn.set_durability(Durability::Immediate)
-            .map_err(|e| StoreError::backend("setting durability", e))?;
-        let first = self.last_lsn + 1;
+        txn.set_durability(if checkpoint {
+            Durability::Immediate
+        } else {
+            Durability::None
+        })
+        .map_err(|e| StoreError::backend("setting durability", e))?;
         {
+            let mut meta = txn
+                .open_table(META)
+                .map_err(|e| StoreError::backend("opening table meta", e))?;
+            meta.insert(WAL_SEQ_KEY, seq)
+                .map_err(|e| StoreError::backend("numbering the commit", e))?;
             if let Some(record) = &record {
                 let mut events = txn
                     .open_table(EVENTS)
@@ -392,12 +459,12 @@ impl RedbStore {
                     .map_err(|e| StoreError::backend("deleting a payload", e))?;
             }
         }
-        if std::mem::take(&mut self.fail_next_commit) {
-            // Dropping `txn` here aborts it, as any error above does.
-            return Err(StoreError::Injected);
-        }
         txn.commit()
             .map_err(|e| StoreError::backend("committing", e))?;
+        self.wal_seq = seq;
+        if checkpoint {
+            self.wal.restart();
+        }
         Ok(self.last_lsn + batch.events.len() as u64)
     }
 
@@ -445,6 +512,8 @@ impl RedbStore {
         }
         txn.commit()
             .map_err(|e| StoreError::backend("committing a snapshot", e))?;
+        // Durable, and with it every commit before: the log starts again.
+        self.wal.restart();
         delete_other_snapshot_files(&self.dir, Some(lsn));
         Ok(())
     }
@@ -565,6 +634,94 @@ impl EventStore for RedbStore {
     }
 }
 
+impl Drop for RedbStore {
+    /// A clean close checkpoints, so that the next open replays nothing. Best effort: if it
+    /// fails, the log still holds every commit.
+    fn drop(&mut self) {
+        if !self.poisoned && self.wal.tail() > 0 {
+            let _ = self.checkpoint();
+        }
+    }
+}
+
+/// The number of the last commit redb holds (`meta`'s `wal_seq`; 0 in a file that predates the
+/// log).
+fn read_wal_seq(db: &Database) -> Result<u64, StoreError> {
+    let read = db
+        .begin_read()
+        .map_err(|e| StoreError::backend("reading the commit number", e))?;
+    let meta = read
+        .open_table(META)
+        .map_err(|e| StoreError::backend("opening table meta", e))?;
+    Ok(meta
+        .get(WAL_SEQ_KEY)
+        .map_err(|e| StoreError::backend("reading the commit number", e))?
+        .map_or(0, |v| v.value()))
+}
+
+/// Applies the write-ahead log's records past `durable` (the `wal_seq` of redb's last durable
+/// commit) to redb in one durable transaction, exactly as their commits wrote them, and returns
+/// the number of the last commit. The events must go on from the last stored record, each
+/// record from the one before.
+fn replay_wal(db: &Database, content: &[u8], durable: u64) -> Result<u64, StoreError> {
+    let entries = wal::scan(content, durable)?;
+    let Some(last) = entries.last().map(|e| e.seq) else {
+        return Ok(durable);
+    };
+    let context = "replaying the write-ahead log";
+    let mut txn = db
+        .begin_write()
+        .map_err(|e| StoreError::backend(context, e))?;
+    txn.set_durability(Durability::Immediate)
+        .map_err(|e| StoreError::backend(context, e))?;
+    {
+        let mut events = txn
+            .open_table(EVENTS)
+            .map_err(|e| StoreError::backend("opening table events", e))?;
+        let mut payloads = txn
+            .open_table(PAYLOADS)
+            .map_err(|e| StoreError::backend("opening table payloads", e))?;
+        let mut meta = txn
+            .open_table(META)
+            .map_err(|e| StoreError::backend("opening table meta", e))?;
+        // The LSN after the last stored event (none stored: whatever the log says first).
+        let mut next = events
+            .last()
+            .map_err(|e| StoreError::backend(context, e))?
+            .map(|(k, v)| k.value() + codec::record_len(v.value()).unwrap_or(1));
+        for entry in &entries {
+            if let Some(record) = &entry.events {
+                if let Some(expected) = next
+                    && entry.first_lsn != expected
+                {
+                    return Err(StoreError::Corrupt {
+                        lsn: expected.min(entry.first_lsn),
+                        reason: crate::CorruptReason::Missing,
+                    });
+                }
+                events
+                    .insert(entry.first_lsn, record.as_slice())
+                    .map_err(|e| StoreError::backend(context, e))?;
+                next = Some(entry.first_lsn + codec::record_len(record).unwrap_or(1));
+            }
+            for (job, frame) in &entry.puts {
+                payloads
+                    .insert(job.as_str(), frame.as_slice())
+                    .map_err(|e| StoreError::backend(context, e))?;
+            }
+            for job in &entry.deletes {
+                payloads
+                    .remove(job.as_str())
+                    .map_err(|e| StoreError::backend(context, e))?;
+            }
+        }
+        meta.insert(WAL_SEQ_KEY, last)
+            .map_err(|e| StoreError::backend(context, e))?;
+    }
+    txn.commit().map_err(|e| StoreError::backend(context, e))?;
+    Ok(last)
+}
+
 /// The format version in `meta`, or `None` for a file that has never been initialized.
 fn read_format(db: &Database) -> Result<Option<u64>, StoreError> {
     let read = db
@@ -624,6 +781,11 @@ fn sync_dir(dir: &Path) -> Result<(), StoreError> {
 
 /// Records `version` as the file's format, in one durable transaction.
 fn write_format(db: &Database, version: u64, context: &str) -> Result<(), StoreError> {
+    write_meta(db, FORMAT_KEY, version, context)
+}
+
+/// Sets `key` in `meta` to `value`, in one durable transaction.
+fn write_meta(db: &Database, key: &str, value: u64, context: &str) -> Result<(), StoreError> {
     let mut txn = db
         .begin_write()
         .map_err(|e| StoreError::backend(context, e))?;
@@ -633,7 +795,7 @@ fn write_format(db: &Database, version: u64, context: &str) -> Result<(), StoreE
         let mut meta = txn
             .open_table(META)
             .map_err(|e| StoreError::backend(context, e))?;
-        meta.insert(FORMAT_KEY, version)
+        meta.insert(key, value)
             .map_err(|e| StoreError::backend(context, e))?;
     }
     txn.commit().map_err(|e| StoreError::backend(context, e))

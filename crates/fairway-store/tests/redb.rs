@@ -4,7 +4,7 @@
 use fairway_store::conformance::{TempDir, sample_event, sample_events};
 use fairway_store::{
     Batch, CodecError, CorruptReason, DB_FILE_NAME, Event, EventStore, FORMAT_VERSION, RedbStore,
-    StoreError, codec, set_format_version_for_test,
+    StoreError, WAL_FILE_NAME, codec, set_format_version_for_test,
 };
 use redb::{ReadableDatabase, ReadableTable, TableDefinition};
 
@@ -18,8 +18,8 @@ fn committed(label: &str, events: u64) -> TempDir {
     dir
 }
 
-// Proves: opening creates the missing directory (and parents) holding exactly one file,
-// `fairway.redb`, and a new store starts empty at LSN 0.
+// Proves: opening creates the missing directory (and parents) holding exactly two files,
+// `fairway.redb` and the write-ahead log `fairway.wal`, and a new store starts empty at LSN 0.
 #[test]
 fn open_creates_the_directory_and_one_file() {
     let root = TempDir::new("layout");
@@ -27,7 +27,122 @@ fn open_creates_the_directory_and_one_file() {
     let mut store = RedbStore::open(&dir).unwrap();
     assert_eq!(store.last_lsn(), 0);
     assert_eq!(store.recover().unwrap(), Default::default());
-    assert_eq!(file_names(&dir), vec![DB_FILE_NAME.to_owned()]);
+    assert_eq!(
+        file_names(&dir),
+        vec![DB_FILE_NAME.to_owned(), WAL_FILE_NAME.to_owned()]
+    );
+}
+
+/// A copy of the store's files as they are on disk now, as a crash would leave them: what redb
+/// committed durably, and the write-ahead log. `with_log: false` leaves the log out.
+fn crash_copy(from: &std::path::Path, label: &str, with_log: bool) -> TempDir {
+    let copy = TempDir::new(label);
+    std::fs::create_dir_all(copy.path()).unwrap();
+    std::fs::copy(from.join(DB_FILE_NAME), copy.path().join(DB_FILE_NAME)).unwrap();
+    if with_log {
+        std::fs::copy(from.join(WAL_FILE_NAME), copy.path().join(WAL_FILE_NAME)).unwrap();
+    }
+    copy
+}
+
+/// Three commits with payloads, the last deleting the first's payload.
+fn commit_three(store: &mut RedbStore) {
+    for n in 1..=3u64 {
+        let mut batch = Batch::of_events(sample_events(n * 10, 2));
+        batch
+            .put_payloads
+            .push((format!("job-{n}"), vec![n as u8; 40]));
+        if n == 3 {
+            batch.delete_payloads.push("job-1".to_string());
+        }
+        store.commit(&batch).unwrap();
+    }
+}
+
+// Proves: a commit is durable through the write-ahead log before redb holds it durably: a copy
+// of the files taken while the store is open (a crash) recovers every commit, payloads and the
+// delete included, while the same copy without the log has lost them; the replay is itself
+// durable, so a second open has nothing left to replay and reads the same.
+#[test]
+fn commits_are_durable_in_the_log_and_replayed_after_a_crash() {
+    let dir = TempDir::new("wal");
+    let mut store = RedbStore::open(dir.path()).unwrap();
+    commit_three(&mut store);
+    assert!(store.wal_bytes() > 0, "the commits went to the log");
+    let crashed = crash_copy(dir.path(), "wal-crash", true);
+    let without_log = crash_copy(dir.path(), "wal-crash-nolog", false);
+    drop(store);
+
+    let lost = RedbStore::open(without_log.path()).unwrap();
+    assert_eq!(
+        lost.last_lsn(),
+        0,
+        "redb alone holds none of them durably yet"
+    );
+    assert_eq!(lost.payload("job-2").unwrap(), None);
+    drop(lost);
+
+    let mut reopened = RedbStore::open(crashed.path()).unwrap();
+    assert_eq!(reopened.last_lsn(), 6);
+    let events: Vec<u64> = reopened
+        .recover()
+        .unwrap()
+        .events
+        .iter()
+        .map(|(lsn, _)| *lsn)
+        .collect();
+    assert_eq!(events, (1..=6).collect::<Vec<_>>());
+    assert_eq!(reopened.payload("job-1").unwrap(), None, "deleted");
+    assert_eq!(reopened.payload("job-3").unwrap(), Some(vec![3; 40]));
+    assert_eq!(reopened.wal_bytes(), 0);
+    reopened
+        .commit(&Batch::of_events(sample_events(99, 1)))
+        .unwrap();
+    assert_eq!(reopened.last_lsn(), 7);
+    // The next round must not replay the log's old records again over the new one.
+    drop(reopened);
+    let again = RedbStore::open(crashed.path()).unwrap();
+    assert_eq!(again.last_lsn(), 7);
+    drop(again);
+}
+
+// Proves: a clean close and a snapshot are checkpoints (redb holds every commit durably, the
+// log starts again), and a commit too large for the log is committed durably by redb itself.
+#[test]
+fn closing_snapshots_and_oversized_commits_are_checkpoints() {
+    let dir = TempDir::new("wal-checkpoints");
+    let mut store = RedbStore::open(dir.path()).unwrap();
+    commit_three(&mut store);
+    drop(store);
+    let copy = crash_copy(dir.path(), "wal-closed", false);
+    assert_eq!(
+        RedbStore::open(copy.path()).unwrap().last_lsn(),
+        6,
+        "the close checkpointed"
+    );
+
+    let mut store = RedbStore::open(dir.path()).unwrap();
+    store
+        .commit(&Batch::of_events(sample_events(50, 2)))
+        .unwrap();
+    assert!(store.wal_bytes() > 0);
+    store.put_snapshot(8, b"state").unwrap();
+    assert_eq!(store.wal_bytes(), 0, "the snapshot checkpointed");
+    let copy = crash_copy(dir.path(), "wal-snapshot", false);
+    assert_eq!(RedbStore::open(copy.path()).unwrap().last_lsn(), 8);
+
+    let mut big = Batch::of_events(sample_events(60, 1));
+    big.put_payloads
+        .push(("big".to_string(), vec![7; 33 << 20]));
+    store.commit(&big).unwrap();
+    assert_eq!(store.wal_bytes(), 0, "too large for the log: a checkpoint");
+    let copy = crash_copy(dir.path(), "wal-big", false);
+    let reopened = RedbStore::open(copy.path()).unwrap();
+    assert_eq!(reopened.last_lsn(), 9);
+    assert_eq!(
+        reopened.payload("big").unwrap().map(|p| p.len()),
+        Some(33 << 20)
+    );
 }
 
 // Proves: a store written by a newer format is refused with `NewerFormat` and a message naming

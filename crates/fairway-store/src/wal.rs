@@ -1,0 +1,346 @@
+//! The embedded backend's write-ahead log: `fairway.wal` beside the redb file.
+//!
+//! A durable redb commit writes every page the transaction touched (a group commit of one job
+//! dirties nine to thirteen 4 KiB pages across the events and payloads trees and redb's own
+//! state) and syncs them: on this project's virtio disks an `fdatasync` of nine scattered pages
+//! takes about three times as long as one of a single page (docs/store.md). So a commit is
+//! instead **one record appended here and one `fdatasync`**, and its redb transaction is
+//! committed with `Durability::None` (visible to readers at once, durable with the next durable
+//! commit). Every so often a commit is a **checkpoint**: its redb transaction is durable, and
+//! the log starts again at offset 0.
+//!
+//! Record: `magic "FWL1" | len u32 | crc32 u32 | seq u64 | body (len bytes)`, little-endian; the
+//! CRC covers `seq` and the body. `seq` numbers commits from 1, over the store's whole life; each
+//! redb transaction of a commit records its `seq` in `meta` (`wal_seq`). Body: `first_lsn u64 |
+//! events u32 + bytes (the framed log record, or length 0 for none) | puts u32 | (job u32 +
+//! bytes, frame u32 + bytes)* | deletes u32 | (job u32 + bytes)*`: exactly what the commit's
+//! redb transaction inserts and removes.
+//!
+//! **Recovery.** On open, redb is at its last durable commit, whose `wal_seq` is `W`. The log
+//! is read from offset 0: records `W + 1`, `W + 2`, ... are applied to redb in one durable
+//! transaction, and the scan stops at the first record that is torn (bad magic, length or CRC)
+//! or out of sequence. Only the last record can be torn, and it was never acknowledged: each
+//! record is synced before its commit returns, and the next one is written only after. A
+//! record of an earlier round of the log (before the last checkpoint) has a `seq` at most `W`,
+//! so it is never taken for a new one.
+
+use crate::{Lsn, StoreError};
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+/// The log's file inside the data directory.
+pub const WAL_FILE_NAME: &str = "fairway.wal";
+
+/// A commit whose record would take the log past this many bytes is a checkpoint instead (a
+/// durable redb commit, after which the log starts again at offset 0). Recovery reads at most
+/// this much.
+pub(crate) const WAL_LIMIT: u64 = 32 << 20;
+
+const MAGIC: [u8; 4] = *b"FWL1";
+/// Magic, length, CRC, sequence number.
+const HEADER: usize = 4 + 4 + 4 + 8;
+
+/// What one commit's redb transaction writes, as the log holds it.
+#[derive(Debug, PartialEq)]
+pub(crate) struct Entry {
+    /// The commit's number.
+    pub seq: u64,
+    /// The LSN of its first event (meaningful when `events` is set).
+    pub first_lsn: Lsn,
+    /// The framed log record of its events, if it has any.
+    pub events: Option<Vec<u8>>,
+    /// Payload puts: job id, framed payload.
+    pub puts: Vec<(String, Vec<u8>)>,
+    /// Payload deletes.
+    pub deletes: Vec<String>,
+}
+
+/// The open log.
+pub(crate) struct Wal {
+    file: File,
+    path: PathBuf,
+    /// Where the next record goes.
+    tail: u64,
+}
+
+impl Wal {
+    /// Opens (or creates) the log in `dir` and returns it with its whole content; the caller
+    /// replays what follows its durable `wal_seq` ([`scan`]) and then calls [`Wal::restart`].
+    pub(crate) fn open(dir: &Path) -> Result<(Wal, Vec<u8>), StoreError> {
+        let path = dir.join(WAL_FILE_NAME);
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true)
+            .open(&path)
+            .map_err(io("opening", &path))?;
+        let len = file
+            .metadata()
+            .map_err(io("reading the size of", &path))?
+            .len();
+        // Bounded: a record past the limit is never written (that commit is a checkpoint).
+        let read = len.min(WAL_LIMIT) as usize;
+        let mut content = vec![0; read];
+        file.read_exact_at(&mut content, 0)
+            .map_err(io("reading", &path))?;
+        Ok((
+            Wal {
+                file,
+                path,
+                tail: 0,
+            },
+            content,
+        ))
+    }
+
+    /// Whether a record of `len` bytes fits before the limit.
+    pub(crate) fn fits(&self, len: usize) -> bool {
+        self.tail + len as u64 <= WAL_LIMIT
+    }
+
+    /// Bytes written since the last checkpoint.
+    pub(crate) fn tail(&self) -> u64 {
+        self.tail
+    }
+
+    /// Appends `record` (from [`encode`]) and syncs it: durable when this returns.
+    pub(crate) fn append(&mut self, record: &[u8]) -> Result<(), StoreError> {
+        self.file
+            .write_all_at(record, self.tail)
+            .map_err(io("appending to", &self.path))?;
+        self.file.sync_data().map_err(io("syncing", &self.path))?;
+        self.tail += record.len() as u64;
+        Ok(())
+    }
+
+    /// After a checkpoint: redb holds everything durably, the next record goes at offset 0.
+    pub(crate) fn restart(&mut self) {
+        self.tail = 0;
+    }
+}
+
+fn io(context: &str, path: &Path) -> impl FnOnce(std::io::Error) -> StoreError {
+    let context = format!("{context} the write-ahead log {}", path.display());
+    move |source| StoreError::Io { context, source }
+}
+
+/// One record: header and body, ready for [`Wal::append`].
+pub(crate) fn encode(
+    seq: u64,
+    first_lsn: Lsn,
+    events: Option<&[u8]>,
+    puts: &[(&str, Vec<u8>)],
+    deletes: &[String],
+) -> Result<Vec<u8>, StoreError> {
+    let body_len = 8
+        + 4
+        + events.map_or(0, <[u8]>::len)
+        + 4
+        + puts
+            .iter()
+            .map(|(j, f)| 8 + j.len() + f.len())
+            .sum::<usize>()
+        + 4
+        + deletes.iter().map(|j| 4 + j.len()).sum::<usize>();
+    let len = u32::try_from(body_len)
+        .map_err(|_| StoreError::Invalid(format!("a commit of {body_len} bytes")))?;
+    let mut out = Vec::with_capacity(HEADER + body_len);
+    out.extend_from_slice(&MAGIC);
+    out.extend_from_slice(&len.to_le_bytes());
+    out.extend_from_slice(&[0; 4]);
+    out.extend_from_slice(&seq.to_le_bytes());
+    out.extend_from_slice(&first_lsn.to_le_bytes());
+    put_bytes(&mut out, events.unwrap_or_default());
+    out.extend_from_slice(&(puts.len() as u32).to_le_bytes());
+    for (job, frame) in puts {
+        put_bytes(&mut out, job.as_bytes());
+        put_bytes(&mut out, frame);
+    }
+    out.extend_from_slice(&(deletes.len() as u32).to_le_bytes());
+    for job in deletes {
+        put_bytes(&mut out, job.as_bytes());
+    }
+    let crc = crc32fast::hash(&out[12..]);
+    out[8..12].copy_from_slice(&crc.to_le_bytes());
+    Ok(out)
+}
+
+fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
+    out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+    out.extend_from_slice(bytes);
+}
+
+/// The records of `content` that follow `after` (the durable `wal_seq`), in order: from offset
+/// 0, while each record is whole and numbered one more than the last. A whole record (its CRC
+/// right) that does not decode is an error: that is damage, not a torn write.
+pub(crate) fn scan(content: &[u8], after: u64) -> Result<Vec<Entry>, StoreError> {
+    let mut out = Vec::new();
+    let mut at = 0usize;
+    let mut expected = after + 1;
+    while let Some(header) = content.get(at..at + HEADER) {
+        if header[..4] != MAGIC {
+            break;
+        }
+        let len = u32::from_le_bytes(header[4..8].try_into().expect("4 bytes")) as usize;
+        let crc = u32::from_le_bytes(header[8..12].try_into().expect("4 bytes"));
+        let seq = u64::from_le_bytes(header[12..20].try_into().expect("8 bytes"));
+        let Some(body) = content.get(at + HEADER..at + HEADER + len) else {
+            break;
+        };
+        if crc32fast::hash(&content[at + 12..at + HEADER + len]) != crc || seq != expected {
+            break;
+        }
+        let entry = decode(seq, body).ok_or_else(|| StoreError::Backend {
+            context: "replaying the write-ahead log".into(),
+            message: format!("record {seq} at offset {at} passes its CRC but does not decode"),
+        })?;
+        out.push(entry);
+        expected += 1;
+        at += HEADER + len;
+    }
+    Ok(out)
+}
+
+fn decode(seq: u64, body: &[u8]) -> Option<Entry> {
+    let mut r = Reader(body);
+    let first_lsn = u64::from_le_bytes(r.take(8)?.try_into().ok()?);
+    let events = r.bytes()?;
+    let events = (!events.is_empty()).then(|| events.to_vec());
+    let mut puts = Vec::new();
+    for _ in 0..r.count()? {
+        let job = String::from_utf8(r.bytes()?.to_vec()).ok()?;
+        puts.push((job, r.bytes()?.to_vec()));
+    }
+    let mut deletes = Vec::new();
+    for _ in 0..r.count()? {
+        deletes.push(String::from_utf8(r.bytes()?.to_vec()).ok()?);
+    }
+    r.0.is_empty().then_some(Entry {
+        seq,
+        first_lsn,
+        events,
+        puts,
+        deletes,
+    })
+}
+
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        let (head, rest) = self.0.split_at_checked(n)?;
+        self.0 = rest;
+        Some(head)
+    }
+
+    fn count(&mut self) -> Option<u32> {
+        Some(u32::from_le_bytes(self.take(4)?.try_into().ok()?))
+    }
+
+    fn bytes(&mut self) -> Option<&'a [u8]> {
+        let n = self.count()? as usize;
+        self.take(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(seq: u64) -> Vec<u8> {
+        let frame = vec![seq as u8; 3];
+        encode(
+            seq,
+            seq * 10,
+            Some(b"events"),
+            &[("job-a", frame)],
+            &["job-b".to_string()],
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn records_round_trip_in_sequence() {
+        let content: Vec<u8> = (1..=3).flat_map(record).collect();
+        let entries = scan(&content, 0).unwrap();
+        assert_eq!(entries.len(), 3);
+        assert_eq!(
+            entries[1],
+            Entry {
+                seq: 2,
+                first_lsn: 20,
+                events: Some(b"events".to_vec()),
+                puts: vec![("job-a".to_string(), vec![2; 3])],
+                deletes: vec!["job-b".to_string()],
+            }
+        );
+        let empty = encode(4, 0, None, &[], &[]).unwrap();
+        assert_eq!(scan(&empty, 3).unwrap()[0].events, None);
+    }
+
+    /// The scan takes only the records after the durable sequence number, stops at a torn or
+    /// damaged record, and never takes an earlier round's record (a lower number) for a new one.
+    #[test]
+    fn the_scan_stops_at_a_torn_record_or_a_break_in_the_sequence() {
+        let content: Vec<u8> = (1..=3).flat_map(record).collect();
+        assert!(scan(&content, 3).unwrap().is_empty(), "all durable already");
+        assert!(
+            scan(&content, 1).unwrap().is_empty(),
+            "record 2 is not at offset 0"
+        );
+        let one = record(1).len();
+        for cut in [one + 1, one + HEADER, content.len() - 1] {
+            let entries = scan(&content[..cut], 0).unwrap();
+            assert_eq!(entries.len(), if cut == content.len() - 1 { 2 } else { 1 });
+        }
+        let mut flipped = content.clone();
+        flipped[one + HEADER + 3] ^= 1;
+        assert_eq!(
+            scan(&flipped, 0).unwrap().len(),
+            1,
+            "a bad CRC ends the log"
+        );
+        // A new round over an old one: record 7 at offset 0, then the old round's record 2.
+        let mut rounds = record(7);
+        rounds.extend(record(2));
+        assert_eq!(scan(&rounds, 6).unwrap().len(), 1);
+        assert!(scan(&[0; 64], 0).unwrap().is_empty(), "zeros are no record");
+    }
+
+    #[test]
+    fn a_whole_record_that_does_not_decode_is_an_error() {
+        let mut bad = encode(1, 0, None, &[], &[]).unwrap();
+        bad.push(0);
+        let len = (bad.len() - HEADER) as u32;
+        bad[4..8].copy_from_slice(&len.to_le_bytes());
+        let crc = crc32fast::hash(&bad[12..]);
+        bad[8..12].copy_from_slice(&crc.to_le_bytes());
+        assert!(matches!(scan(&bad, 0), Err(StoreError::Backend { .. })));
+    }
+
+    #[test]
+    fn the_log_appends_and_reopens_with_its_content() {
+        let dir = std::env::temp_dir().join(format!("fairway-wal-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (mut wal, content) = Wal::open(&dir).unwrap();
+        assert!(content.is_empty());
+        wal.append(&record(1)).unwrap();
+        wal.append(&record(2)).unwrap();
+        assert_eq!(wal.tail(), (record(1).len() + record(2).len()) as u64);
+        drop(wal);
+        let (mut wal, content) = Wal::open(&dir).unwrap();
+        assert_eq!(scan(&content, 0).unwrap().len(), 2);
+        wal.restart();
+        wal.append(&record(3)).unwrap();
+        drop(wal);
+        let (_, content) = Wal::open(&dir).unwrap();
+        assert_eq!(
+            scan(&content, 2).unwrap().len(),
+            1,
+            "record 3 over record 1"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
