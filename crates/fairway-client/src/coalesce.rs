@@ -195,8 +195,8 @@ fn take_batch(waiting: &mut VecDeque<Waiting>) -> Vec<Waiting> {
     let mut batch = Vec::new();
     let mut bytes = 0;
     while let Some(next) = waiting.front() {
-        let fits = batch.is_empty()
-            || (batch.len() < MAX_BATCH && bytes + next.json.len() < BATCH_BYTES);
+        let fits =
+            batch.is_empty() || (batch.len() < MAX_BATCH && bytes + next.json.len() < BATCH_BYTES);
         if !fits {
             break;
         }
