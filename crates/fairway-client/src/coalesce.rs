@@ -15,9 +15,9 @@
 //! **What a caller sees is what `submit` alone would have answered.** The batch reply holds
 //! one result per job, as the server would have answered that job alone (`BatchResult`). When
 //! the request itself fails, each caller gets that failure: copied when it is the server's
-//! answer (`429 busy`, `503`, `413`...), and for a transport failure (no answer: outcome
-//! unknown) each job is sent again alone, once, so that each caller gets a failure of its
-//! own, or its job's answer. Submissions are idempotent by id, so the second send cannot
+//! answer (`429 busy`, `503`...); for a transport failure (no answer: outcome unknown) and for
+//! `413` (a server whose limits are below this client's batches) each job is sent again
+//! alone, once, so that each caller gets a failure of its own, or its job's answer. Submissions are idempotent by id, so the second send cannot
 //! create a second job; a job the first request did create is answered `duplicate: true`.
 //!
 //! Bounded: at most [`MAX_QUEUED`] jobs wait in the queue; more callers wait for room.
@@ -36,8 +36,11 @@ pub(crate) const BATCH_BYTES: usize = 1 << 20;
 pub(crate) const ALONE_BYTES: usize = 64 << 10;
 /// The most jobs queued for coalescing at once; further callers wait for room.
 pub(crate) const MAX_QUEUED: usize = 4 * MAX_BATCH;
-/// The default number of requests that carry coalesced submissions at once.
-pub const DEFAULT_COALESCE: usize = 4;
+/// The default number of requests that carry coalesced submissions at once: one being
+/// committed while the next fills. On loopback with 64 calls in flight (BENCHMARKS.md, item
+/// 20) 2 did as well as 3 or 4 and better than 8 or 16, whose smaller batches cost more
+/// requests for the same jobs.
+pub const DEFAULT_COALESCE: usize = 2;
 
 /// The queue of one client (shared by its clones).
 pub(crate) struct Coalescer {
@@ -140,7 +143,7 @@ impl Coalescer {
             };
             if batch.len() == 1 {
                 for job in batch {
-                    let answer = client.submit_json(job.json.clone()).await;
+                    let answer = client.submit_json(job.json).await;
                     let _ = job.reply.send(answer);
                 }
                 continue;
@@ -168,22 +171,25 @@ impl Drop for SenderSlot<'_> {
     }
 }
 
-/// The request failed as a whole: every caller gets that failure, or (no answer at all) an
-/// answer of its own from sending its job again alone.
+/// The request failed as a whole: every caller gets that failure, or an answer of its own
+/// from sending its job again alone when the failure may not be its job's: no answer at all
+/// (a transport failure), or `413` (a server whose body or batch limits are below this
+/// client's batches would take each job alone).
 async fn answer_failure(client: &Client, batch: Vec<Waiting>, error: Error) {
+    let too_large = matches!(error, Error::Http { status: 413, .. });
     let copies: Option<Vec<Error>> = batch.iter().map(|_| error.copy_answer()).collect();
-    if let Some(copies) = copies {
+    if let Some(copies) = copies.filter(|_| !too_large) {
         for (job, copy) in batch.into_iter().zip(copies) {
             let _ = job.reply.send(Err(copy));
         }
         return;
     }
-    tracing::debug!(jobs = batch.len(), error = %error, "a coalesced submission got no answer; sending each job again alone");
+    tracing::debug!(jobs = batch.len(), error = %error, "a coalesced request failed as a whole; sending each job again alone");
     let mut resent = tokio::task::JoinSet::new();
     for job in batch {
         let client = client.clone();
         resent.spawn(async move {
-            let answer = client.submit_json(job.json.clone()).await;
+            let answer = client.submit_json(job.json).await;
             let _ = job.reply.send(answer);
         });
     }

@@ -71,6 +71,11 @@ struct Server {
 
 impl Server {
     fn start(name: &str) -> Server {
+        Server::start_with(name, &[])
+    }
+
+    /// `start`, with more `fairway serve` arguments.
+    fn start_with(name: &str, extra: &[&str]) -> Server {
         let dir = temp_dir(name);
         let policy = dir.join("policy.toml");
         std::fs::write(&policy, TEST_POLICY).expect("write the policy");
@@ -83,6 +88,7 @@ impl Server {
             .args(["--listen", "127.0.0.1:0", "--policy"])
             .arg(&policy)
             .args(["--lease-ms", &LEASE_MS.to_string()])
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("clone the log handle"))
             .stderr(log)
@@ -779,6 +785,34 @@ fn concurrent_sdk_submits_share_requests_and_each_gets_its_own_answer() {
             50.0,
             "one request per call"
         );
+    });
+}
+
+/// A server whose request body limit is below what the SDK puts in one coalesced request
+/// answers it `413`; each job is then sent alone, and each caller gets its own job's answer,
+/// as without coalescing.
+#[test]
+fn coalesced_submits_over_a_servers_body_limit_are_sent_alone() {
+    let server = Server::start_with(
+        "sdk-coalesce-413",
+        &["--max-payload-bytes", "2000", "--max-body-bytes", "70000"],
+    );
+    let url = server.url.clone();
+    runtime().block_on(async move {
+        let client = Client::builder(&url).coalesce(1).build().unwrap();
+        let calls = (0..200).map(|i| {
+            let client = client.clone();
+            tokio::spawn(async move {
+                let spec = JobSpec::new("acme")
+                    .id(format!("big{i}"))
+                    .payload(json!({"pad": "x".repeat(1500)}));
+                client.submit(spec).await
+            })
+        });
+        for (i, result) in futures_of(calls).await.into_iter().enumerate() {
+            let submitted = result.unwrap_or_else(|e| panic!("job big{i}: {e}"));
+            assert_eq!(submitted.job_id(), format!("big{i}"));
+        }
     });
 }
 
