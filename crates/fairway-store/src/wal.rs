@@ -126,14 +126,29 @@ fn io(context: &str, path: &Path) -> impl FnOnce(std::io::Error) -> StoreError {
     move |source| StoreError::Io { context, source }
 }
 
-/// One record: header and body, ready for [`Wal::append`].
-pub(crate) fn encode(
-    seq: u64,
-    first_lsn: Lsn,
-    events: Option<&[u8]>,
-    puts: &[(&str, Vec<u8>)],
-    deletes: &[String],
-) -> Result<Vec<u8>, StoreError> {
+impl Entry {
+    /// About how many bytes it holds.
+    pub(crate) fn bytes(&self) -> usize {
+        self.events.as_ref().map_or(0, Vec::len)
+            + self
+                .puts
+                .iter()
+                .map(|(j, f)| j.len() + f.len())
+                .sum::<usize>()
+            + self.deletes.iter().map(String::len).sum::<usize>()
+    }
+}
+
+/// `entry` as one record, header and body, ready for [`Wal::append`].
+pub(crate) fn encode(entry: &Entry) -> Result<Vec<u8>, StoreError> {
+    let Entry {
+        seq,
+        first_lsn,
+        events,
+        puts,
+        deletes,
+    } = entry;
+    let events = events.as_deref();
     let body_len = 8
         + 4
         + events.map_or(0, <[u8]>::len)
@@ -172,13 +187,24 @@ fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
     out.extend_from_slice(bytes);
 }
 
-/// The records of `content` that follow `after` (the durable `wal_seq`), in order: from offset
-/// 0, while each record is whole and numbered one more than the last. A whole record (its CRC
-/// right) that does not decode is an error: that is damage, not a torn write.
+/// The records of `content` that follow `after` (the durable `wal_seq`), in order.
+///
+/// The log's current round starts at offset 0 and goes on while each record is whole and
+/// numbered one more than the one before; the records numbered past `after` are returned. A
+/// round holds every commit past the durable one: the log starts a new round only once redb
+/// holds every commit before durably. Its first records may be durable already (redb may make
+/// non-durable commits durable on its own, when it closes), and a record of an earlier round
+/// past its end is numbered lower, so it ends the round. A commit past `after` that the round
+/// does not start with is missing from both redb and the log, and a whole record (its CRC
+/// right) that does not decode is damage: both are errors, not torn writes.
 pub(crate) fn scan(content: &[u8], after: u64) -> Result<Vec<Entry>, StoreError> {
+    let damaged = |message: String| StoreError::Backend {
+        context: "replaying the write-ahead log".into(),
+        message,
+    };
     let mut out = Vec::new();
     let mut at = 0usize;
-    let mut expected = after + 1;
+    let mut previous: Option<u64> = None;
     while let Some(header) = content.get(at..at + HEADER) {
         if header[..4] != MAGIC {
             break;
@@ -189,15 +215,24 @@ pub(crate) fn scan(content: &[u8], after: u64) -> Result<Vec<Entry>, StoreError>
         let Some(body) = content.get(at + HEADER..at + HEADER + len) else {
             break;
         };
-        if crc32fast::hash(&content[at + 12..at + HEADER + len]) != crc || seq != expected {
+        if crc32fast::hash(&content[at + 12..at + HEADER + len]) != crc
+            || previous.is_some_and(|p| seq != p + 1)
+        {
             break;
         }
-        let entry = decode(seq, body).ok_or_else(|| StoreError::Backend {
-            context: "replaying the write-ahead log".into(),
-            message: format!("record {seq} at offset {at} passes its CRC but does not decode"),
-        })?;
-        out.push(entry);
-        expected += 1;
+        previous = Some(seq);
+        if seq > after {
+            if out.is_empty() && seq != after + 1 {
+                return Err(damaged(format!(
+                    "the log goes on from commit {seq}, but redb holds commits up to {after} only"
+                )));
+            }
+            out.push(decode(seq, body).ok_or_else(|| {
+                damaged(format!(
+                    "record {seq} at offset {at} passes its CRC but does not decode"
+                ))
+            })?);
+        }
         at += HEADER + len;
     }
     Ok(out)
@@ -249,16 +284,28 @@ impl<'a> Reader<'a> {
 mod tests {
     use super::*;
 
-    fn record(seq: u64) -> Vec<u8> {
-        let frame = vec![seq as u8; 3];
-        encode(
+    fn entry(seq: u64) -> Entry {
+        Entry {
             seq,
-            seq * 10,
-            Some(b"events"),
-            &[("job-a", frame)],
-            &["job-b".to_string()],
-        )
-        .unwrap()
+            first_lsn: seq * 10,
+            events: Some(b"events".to_vec()),
+            puts: vec![("job-a".to_string(), vec![seq as u8; 3])],
+            deletes: vec!["job-b".to_string()],
+        }
+    }
+
+    fn record(seq: u64) -> Vec<u8> {
+        encode(&entry(seq)).unwrap()
+    }
+
+    fn empty(seq: u64) -> Entry {
+        Entry {
+            seq,
+            first_lsn: 0,
+            events: None,
+            puts: vec![],
+            deletes: vec![],
+        }
     }
 
     #[test]
@@ -266,18 +313,9 @@ mod tests {
         let content: Vec<u8> = (1..=3).flat_map(record).collect();
         let entries = scan(&content, 0).unwrap();
         assert_eq!(entries.len(), 3);
-        assert_eq!(
-            entries[1],
-            Entry {
-                seq: 2,
-                first_lsn: 20,
-                events: Some(b"events".to_vec()),
-                puts: vec![("job-a".to_string(), vec![2; 3])],
-                deletes: vec!["job-b".to_string()],
-            }
-        );
-        let empty = encode(4, 0, None, &[], &[]).unwrap();
-        assert_eq!(scan(&empty, 3).unwrap()[0].events, None);
+        assert_eq!(entries[1], entry(2));
+        let none = encode(&empty(4)).unwrap();
+        assert_eq!(scan(&none, 3).unwrap()[0], empty(4));
     }
 
     /// The scan takes only the records after the durable sequence number, stops at a torn or
@@ -286,9 +324,18 @@ mod tests {
     fn the_scan_stops_at_a_torn_record_or_a_break_in_the_sequence() {
         let content: Vec<u8> = (1..=3).flat_map(record).collect();
         assert!(scan(&content, 3).unwrap().is_empty(), "all durable already");
+        let seqs = |entries: Vec<Entry>| entries.iter().map(|e| e.seq).collect::<Vec<_>>();
+        assert_eq!(
+            seqs(scan(&content, 1).unwrap()),
+            [2, 3],
+            "the round's first record is durable already"
+        );
         assert!(
-            scan(&content, 1).unwrap().is_empty(),
-            "record 2 is not at offset 0"
+            matches!(
+                scan(&content[record(1).len()..], 0),
+                Err(StoreError::Backend { .. })
+            ),
+            "commit 1 is in neither redb nor the log"
         );
         let one = record(1).len();
         for cut in [one + 1, one + HEADER, content.len() - 1] {
@@ -311,7 +358,7 @@ mod tests {
 
     #[test]
     fn a_whole_record_that_does_not_decode_is_an_error() {
-        let mut bad = encode(1, 0, None, &[], &[]).unwrap();
+        let mut bad = encode(&empty(1)).unwrap();
         bad.push(0);
         let len = (bad.len() - HEADER) as u32;
         bad[4..8].copy_from_slice(&len.to_le_bytes());
