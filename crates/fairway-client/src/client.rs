@@ -274,8 +274,9 @@ impl ClientBuilder {
     /// getting its own job's answer, exactly as `submit` alone would have had it; a call that
     /// finds no request under way is sent at once, alone, so a sequential producer waits no
     /// longer. Ordering between calls that overlap is not defined either way. When a shared
-    /// request gets no answer at all (a transport failure), each of its jobs is sent again
-    /// alone, once: submissions are idempotent by id.
+    /// request gets no answer at all (a transport failure) or `413` (a server whose limits are
+    /// below this client's batches), each of its jobs is sent again alone, once: submissions
+    /// are idempotent by id.
     pub fn coalesce(mut self, requests: usize) -> ClientBuilder {
         self.coalesce = requests;
         self
@@ -468,10 +469,9 @@ impl Client {
             job.ensure_id();
         }
         let count = jobs.len();
-        let request = self
-            .request(Method::POST, &["v1", "jobs", "batch"])
-            .json(&BatchSubmitRequest { jobs });
-        let reply: BatchSubmitReply = self.call(request).await?;
+        let body = serde_json::to_string(&BatchSubmitRequest { jobs })
+            .map_err(|e| Error::Invalid(format!("the jobs cannot be encoded as JSON: {e}")))?;
+        let reply = self.submit_batch_json(body).await?;
         if reply.results.len() != count {
             return Err(Error::Protocol {
                 status: 200,
@@ -886,14 +886,17 @@ mod tests {
 
     /// Within the failover window a call goes round the servers, backing off between rounds,
     /// and ends with the last error once the window is spent.
+    /// A loopback port nobody listens on (bound, then released): every try is refused at once.
+    fn dead_port() -> u16 {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .unwrap()
+            .port()
+    }
+
     #[tokio::test]
     async fn a_call_tries_every_server_within_the_failover_window() {
-        let dead = || {
-            std::net::TcpListener::bind("127.0.0.1:0")
-                .and_then(|l| l.local_addr())
-                .unwrap()
-                .port()
-        };
+        let dead = dead_port;
         let urls = format!("http://127.0.0.1:{},http://127.0.0.1:{}", dead(), dead());
         let client = Client::builder(urls)
             .failover(Duration::from_millis(400))
@@ -945,12 +948,7 @@ mod tests {
 
     #[tokio::test]
     async fn submit_with_retry_gives_up_after_its_tries_with_the_transport_error() {
-        // A port nobody listens on: every try is refused at once.
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .unwrap()
-            .port();
-        let client = Client::new(format!("http://127.0.0.1:{port}")).unwrap();
+        let client = Client::new(format!("http://127.0.0.1:{}", dead_port())).unwrap();
         let retry = RetryPolicy {
             max_attempts: 3,
             initial_backoff: Duration::from_millis(40),
@@ -967,11 +965,7 @@ mod tests {
     /// transport failure of its own: every job is sent again alone, once, and fails alone.
     #[tokio::test]
     async fn coalesced_submits_to_an_absent_server_each_fail_with_their_own_error() {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .unwrap()
-            .port();
-        let client = Client::builder(format!("http://127.0.0.1:{port}"))
+        let client = Client::builder(format!("http://127.0.0.1:{}", dead_port()))
             .coalesce(1)
             .build()
             .unwrap();

@@ -22,8 +22,9 @@
 //! Each [`EventStore::commit`] is one redb write transaction that inserts one record for all of
 //! its events (and one per payload put or delete) and records the commit's number in `meta`
 //! (`wal_seq`). It is made durable by the **write-ahead log** beside the file ([`crate::wal`]):
-//! the same writes as one record, appended and synced before the transaction commits with
-//! `Durability::None`. A commit whose record would take the log past its limit is a
+//! the same writes as one record, appended and synced; the transaction itself runs later,
+//! batched with the next commits' into one `Durability::None` transaction (see `Unapplied`).
+//! A commit whose record would take the log past its limit is a
 //! **checkpoint** instead, committed with `Durability::Immediate` (redb fsyncs before `commit`
 //! returns, and a crash during that fsync rolls the whole transaction back on the next open:
 //! redb's 1PC+C), after which the log starts again; so is every snapshot, and a clean close.
@@ -542,12 +543,21 @@ impl RedbStore {
 
 /// The LSN `meta` records for the snapshot file in force, if any.
 fn snapshot_file_in_force(read: &redb::ReadTransaction) -> Result<Option<Lsn>, StoreError> {
+    read_meta(read, SNAPSHOT_KEY, "reading the snapshot in force")
+}
+
+/// `key`'s value in `meta`, if it is set.
+fn read_meta(
+    read: &redb::ReadTransaction,
+    key: &str,
+    context: &str,
+) -> Result<Option<u64>, StoreError> {
     let meta = read
         .open_table(META)
         .map_err(|e| StoreError::backend("opening table meta", e))?;
     Ok(meta
-        .get(SNAPSHOT_KEY)
-        .map_err(|e| StoreError::backend("reading the snapshot in force", e))?
+        .get(key)
+        .map_err(|e| StoreError::backend(context, e))?
         .map(|v| v.value()))
 }
 
@@ -668,16 +678,11 @@ impl Drop for RedbStore {
 /// The number of the last commit redb holds (`meta`'s `wal_seq`; 0 in a file that predates the
 /// log).
 fn read_wal_seq(db: &Database) -> Result<u64, StoreError> {
+    let context = "reading the commit number";
     let read = db
         .begin_read()
-        .map_err(|e| StoreError::backend("reading the commit number", e))?;
-    let meta = read
-        .open_table(META)
-        .map_err(|e| StoreError::backend("opening table meta", e))?;
-    Ok(meta
-        .get(WAL_SEQ_KEY)
-        .map_err(|e| StoreError::backend("reading the commit number", e))?
-        .map_or(0, |v| v.value()))
+        .map_err(|e| StoreError::backend(context, e))?;
+    Ok(read_meta(&read, WAL_SEQ_KEY, context)?.unwrap_or(0))
 }
 
 /// Applies the write-ahead log's records past `durable` (the `wal_seq` of redb's last durable
