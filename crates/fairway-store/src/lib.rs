@@ -20,6 +20,7 @@
 
 #![warn(missing_docs)]
 
+mod applier;
 pub mod codec;
 #[doc(hidden)]
 pub mod conformance;

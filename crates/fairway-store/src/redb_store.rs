@@ -22,8 +22,9 @@
 //! Each [`EventStore::commit`] is one redb write transaction that inserts one record for all of
 //! its events (and one per payload put or delete) and records the commit's number in `meta`
 //! (`wal_seq`). It is made durable by the **write-ahead log** beside the file ([`crate::wal`]):
-//! the same writes as one record, appended and synced; the transaction itself runs later,
-//! batched with the next commits' into one `Durability::None` transaction (see `Unapplied`).
+//! the same writes as one record, appended and synced; the transaction itself runs later, on
+//! a thread of its own, batched with the next commits' into one `Durability::None` transaction
+//! ([`crate::applier`]).
 //! A commit whose record would take the log past its limit is a
 //! **checkpoint** instead, committed with `Durability::Immediate` (redb fsyncs before `commit`
 //! returns, and a crash during that fsync rolls the whole transaction back on the next open:
@@ -32,6 +33,7 @@
 //! durable transaction. Following redb's own audit, this module never uses savepoints, table
 //! deletion or renaming, and never catches a panic around a write transaction.
 
+use crate::applier::{Applier, Pending};
 use crate::codec::{self, CodecError};
 use crate::wal::{self, Entry, Wal};
 use crate::{Batch, EventStore, Lsn, Recovered, StoreError};
@@ -39,9 +41,11 @@ use redb::{
     Database, Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition,
     TableError,
 };
+use std::borrow::Borrow;
 use std::cell::{Cell, RefCell};
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// The file inside the data directory.
 pub const DB_FILE_NAME: &str = "fairway.redb";
@@ -74,10 +78,6 @@ const PAYLOADS: TableDefinition<&str, &[u8]> = TableDefinition::new("payloads");
 const FORMAT_KEY: &str = "format_version";
 const SNAPSHOT_KEY: &str = "snapshot_lsn";
 const WAL_SEQ_KEY: &str = "wal_seq";
-/// The most commits durable in the log whose redb transactions wait (see [`Unapplied`]).
-const UNAPPLIED_COMMITS: usize = 32;
-/// The most bytes such commits hold.
-const UNAPPLIED_BYTES: usize = 8 << 20;
 
 /// The snapshot file of `lsn` in `dir`.
 fn snapshot_path(dir: &Path, lsn: Lsn) -> PathBuf {
@@ -130,28 +130,18 @@ fn delete_other_snapshot_files(dir: &Path, keep: Option<Lsn>) {
     }
 }
 
-/// Commits durable in the write-ahead log whose redb transactions have not run yet: they run
-/// together, in one `Durability::None` transaction, before anything reads redb (payloads, the
-/// log) or writes it otherwise (a snapshot, a checkpoint, a close), or once there are
-/// [`UNAPPLIED_COMMITS`] or [`UNAPPLIED_BYTES`] of them. A turn's answer then waits for its log
-/// record's sync only, and a redb transaction's fixed cost is paid once for many commits.
-/// (Running them when the store thread had nothing to do was measured too, and was slower
-/// on every path: the next turn then waited for it.)
-#[derive(Default)]
-struct Unapplied {
-    entries: Vec<Entry>,
-    bytes: usize,
-}
-
 /// The embedded [`EventStore`]: a data directory holding one redb file.
 pub struct RedbStore {
-    db: Database,
+    /// Shared with the applier thread, which writes the commits into it.
+    db: Arc<Database>,
     dir: PathBuf,
     last_lsn: Lsn,
     snapshot_lsn: Option<Lsn>,
     poisoned: Cell<bool>,
     fail_next_commit: bool,
-    unapplied: RefCell<Unapplied>,
+    /// The commits durable in the log that redb does not hold yet (a `RefCell` so that
+    /// reads, which take `&self`, can index them).
+    applier: RefCell<Applier>,
     wal: Wal,
     /// The number of the last commit (durable in the log or in redb).
     wal_seq: u64,
@@ -240,6 +230,8 @@ impl RedbStore {
         drop(snapshots);
         drop(read);
         delete_other_snapshot_files(dir, in_file);
+        let db = Arc::new(db);
+        let applier = Applier::start(db.clone(), wal_seq)?;
         Ok(RedbStore {
             db,
             dir: dir.to_owned(),
@@ -247,7 +239,7 @@ impl RedbStore {
             snapshot_lsn,
             poisoned: Cell::new(false),
             fail_next_commit: false,
-            unapplied: RefCell::new(Unapplied::default()),
+            applier: RefCell::new(applier),
             wal,
             wal_seq,
         })
@@ -420,19 +412,12 @@ impl RedbStore {
         result
     }
 
-    /// Runs the redb transaction of every commit that is durable in the log only (one
-    /// transaction for all, `Durability::None`). Takes `&self` so that reads can call it.
+    /// Returns once redb holds every commit (the applier drained). Takes `&self` so that the
+    /// test hooks that read redb can call it.
     fn apply_unapplied(&self) -> Result<(), StoreError> {
         self.check_poisoned()?;
-        let entries = {
-            let mut unapplied = self.unapplied.borrow_mut();
-            unapplied.bytes = 0;
-            std::mem::take(&mut unapplied.entries)
-        };
-        if entries.is_empty() {
-            return Ok(());
-        }
-        self.poison_on_error(write_entries(&self.db, &entries, Durability::None))
+        let result = self.applier.borrow_mut().drain();
+        self.poison_on_error(result)
     }
 
     fn commit_inner(&mut self, batch: &Batch) -> Result<Lsn, StoreError> {
@@ -460,21 +445,15 @@ impl RedbStore {
             // Nothing written: as if the transaction had been aborted.
             return Err(StoreError::Injected);
         }
+        // A failed redb transaction surfaces before the log takes anything more.
+        self.applier.get_mut().check_failed()?;
         let logged = wal::encode(&entry)?;
         if self.wal.fits(logged.len()) {
             self.wal.append(&logged)?;
             drop(logged);
-            // Durable: its redb transaction can wait (see `Unapplied`).
+            // Durable: its redb transaction can wait (see `crate::applier`).
             self.wal_seq = entry.seq;
-            let full = {
-                let mut unapplied = self.unapplied.borrow_mut();
-                unapplied.bytes += entry.bytes();
-                unapplied.entries.push(entry);
-                unapplied.entries.len() >= UNAPPLIED_COMMITS || unapplied.bytes >= UNAPPLIED_BYTES
-            };
-            if full {
-                self.apply_unapplied()?;
-            }
+            self.applier.get_mut().push(entry)?;
         } else {
             // A checkpoint: redb itself makes this commit, and every one before, durable.
             drop(logged);
@@ -634,28 +613,39 @@ impl EventStore for RedbStore {
     }
 
     fn payloads(&self, jobs: &[&str]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
-        self.apply_unapplied()?;
-        let read = self
-            .db
-            .begin_read()
-            .map_err(|e| StoreError::backend("reading payloads", e))?;
-        let table = read
-            .open_table(PAYLOADS)
-            .map_err(|e| StoreError::backend("opening table payloads", e))?;
+        self.check_poisoned()?;
+        // The latest write of a payload is in memory until redb holds it (`crate::applier`);
+        // only the others are read from redb, in one read transaction opened for the first.
+        self.applier.borrow_mut().index_unapplied();
+        let applier = self.applier.borrow();
+        let mut table = None;
+        let decode = |job: &str, frame: &[u8]| {
+            codec::decode_blob(frame).map_err(|reason| StoreError::CorruptPayload {
+                job: job.to_owned(),
+                reason,
+            })
+        };
         jobs.iter()
-            .map(|&job| {
-                let Some(value) = table
-                    .get(job)
-                    .map_err(|e| StoreError::backend("reading a payload", e))?
-                else {
-                    return Ok(None);
-                };
-                codec::decode_blob(value.value())
-                    .map(Some)
-                    .map_err(|reason| StoreError::CorruptPayload {
-                        job: job.to_owned(),
-                        reason,
-                    })
+            .map(|&job| match applier.pending(job) {
+                Pending::Put(frame) => decode(job, frame).map(Some),
+                Pending::Deleted => Ok(None),
+                Pending::InRedb => {
+                    if table.is_none() {
+                        let read = self
+                            .db
+                            .begin_read()
+                            .map_err(|e| StoreError::backend("reading payloads", e))?;
+                        let opened = read
+                            .open_table(PAYLOADS)
+                            .map_err(|e| StoreError::backend("opening table payloads", e))?;
+                        table = Some(opened);
+                    }
+                    let table = table.as_ref().expect("opened above");
+                    let value = table
+                        .get(job)
+                        .map_err(|e| StoreError::backend("reading a payload", e))?;
+                    value.map(|v| decode(job, v.value())).transpose()
+                }
             })
             .collect()
     }
@@ -699,12 +689,12 @@ fn replay_wal(db: &Database, content: &[u8], durable: u64) -> Result<u64, StoreE
 /// Makes the writes of `entries` (consecutive commits) in one transaction, exactly as their
 /// commits meant them, and records the last one's number. Their events must go on from the
 /// last stored record, each from the one before.
-fn write_entries(
+pub(crate) fn write_entries<E: Borrow<Entry>>(
     db: &Database,
-    entries: &[Entry],
+    entries: &[E],
     durability: Durability,
 ) -> Result<(), StoreError> {
-    let Some(last) = entries.last().map(|e| e.seq) else {
+    let Some(last) = entries.last().map(|e| e.borrow().seq) else {
         return Ok(());
     };
     let context = "writing commits into redb";
@@ -729,6 +719,7 @@ fn write_entries(
             .map_err(|e| StoreError::backend(context, e))?
             .map(|(k, v)| k.value() + codec::record_len(v.value()).unwrap_or(1));
         for entry in entries {
+            let entry = entry.borrow();
             if let Some(record) = &entry.events {
                 if let Some(expected) = next
                     && entry.first_lsn != expected

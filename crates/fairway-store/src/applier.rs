@@ -1,0 +1,376 @@
+//! The redb transactions of commits already durable in the write-ahead log, run on a thread of
+//! their own.
+//!
+//! A commit is durable once its log record is synced ([`crate::wal`]), but its writes must
+//! still reach redb: payloads are read from there, and a checkpoint or a snapshot makes redb
+//! durable without the log. Those writes gather, [`GATHER_COMMITS`] commits or
+//! [`GATHER_BYTES`] at a time, and are then handed to the applier thread, which runs them as one
+//! `Durability::None` transaction while the store thread goes on appending the next commits to
+//! the log. So a commit's answer waits for its log sync only, and redb's CPU runs beside the
+//! commits instead of between them.
+//!
+//! **Reads never wait for it.** A payload whose latest write is not in redb yet is answered
+//! from that write in memory ([`Applier::pending`]); any other is read from redb, which then
+//! holds its latest write. Only the store thread commits and reads, so no write can slip in
+//! between the look-up and the read. What must see redb whole (a snapshot, a checkpoint,
+//! recovery, a close) first drains the applier ([`Applier::drain`]).
+//!
+//! **Bounded.** When [`MAX_UNAPPLIED_COMMITS`] commits or [`MAX_UNAPPLIED_BYTES`] are not in
+//! redb yet, the next commit waits for the thread (backpressure, never an unbounded queue).
+//!
+//! **Failure.** A failed transaction stops the thread; the store's next commit or drain
+//! returns its error, and the store poisons itself (the log still holds every commit, so a
+//! restart replays them).
+
+use crate::StoreError;
+use crate::redb_store::write_entries;
+use crate::wal::Entry;
+use redb::{Database, Durability};
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+
+/// Commits gathered before they are handed to the thread as one transaction.
+pub(crate) const GATHER_COMMITS: usize = 32;
+/// Bytes of commits gathered before they are handed to the thread.
+pub(crate) const GATHER_BYTES: usize = 8 << 20;
+/// The most commits not yet in redb; the next commit waits for the thread.
+pub(crate) const MAX_UNAPPLIED_COMMITS: usize = 4 * GATHER_COMMITS;
+/// The most bytes of commits not yet in redb; the next commit waits for the thread.
+pub(crate) const MAX_UNAPPLIED_BYTES: usize = 4 * GATHER_BYTES;
+
+/// What the store thread and the applier thread share.
+struct Shared {
+    state: Mutex<State>,
+    /// Signalled when commits are handed over, or the thread is to stop.
+    work: Condvar,
+    /// Signalled when a transaction has ended, applied or failed.
+    progress: Condvar,
+}
+
+struct State {
+    /// Commits handed over and not yet taken by the thread, oldest first.
+    handed: Vec<Arc<Entry>>,
+    /// The number of the last commit redb holds.
+    applied: u64,
+    /// The error of the transaction that failed; the thread has stopped.
+    failed: Option<StoreError>,
+    /// Set when the store closes: the thread applies what it was handed, then ends.
+    stop: bool,
+}
+
+/// The latest write of a payload not yet in redb, as [`Applier::pending`] finds it.
+pub(crate) enum Pending<'a> {
+    /// Put: its framed bytes.
+    Put(&'a [u8]),
+    /// Deleted.
+    Deleted,
+    /// No write of it waits: redb holds the latest.
+    InRedb,
+}
+
+/// One payload's latest unapplied write, in [`Applier`]'s index.
+struct Slot {
+    /// The commit that wrote it.
+    seq: u64,
+    /// The put's place in that commit (`entry.puts[i]`), or `None` for a delete.
+    put: Option<(Arc<Entry>, usize)>,
+}
+
+/// The store thread's side: commits gathering, the ones not yet in redb, and the thread.
+pub(crate) struct Applier {
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+    /// Commits not handed over yet.
+    gathering: Vec<Arc<Entry>>,
+    gathering_bytes: usize,
+    /// Every commit not known to be in redb (gathering or handed), oldest first.
+    unapplied: VecDeque<Arc<Entry>>,
+    unapplied_bytes: usize,
+    /// The latest write of each payload in `unapplied`, built when payloads are read (a
+    /// producer that only submits never pays for it).
+    index: HashMap<Box<str>, Slot>,
+    /// The last commit in `index`.
+    indexed: u64,
+    /// The thread's failure was returned once already.
+    failure_returned: bool,
+}
+
+impl Applier {
+    /// Starts the thread on `db`, which holds every commit up to number `applied`.
+    pub(crate) fn start(db: Arc<Database>, applied: u64) -> Result<Applier, StoreError> {
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                handed: Vec::new(),
+                applied,
+                failed: None,
+                stop: false,
+            }),
+            work: Condvar::new(),
+            progress: Condvar::new(),
+        });
+        let thread = std::thread::Builder::new()
+            .name("fairway-redb".into())
+            .spawn({
+                let shared = shared.clone();
+                move || run(&db, &shared)
+            })
+            .map_err(|source| StoreError::Io {
+                context: "starting the thread that writes commits into redb".into(),
+                source,
+            })?;
+        Ok(Applier {
+            shared,
+            thread: Some(thread),
+            gathering: Vec::new(),
+            gathering_bytes: 0,
+            unapplied: VecDeque::new(),
+            unapplied_bytes: 0,
+            index: HashMap::new(),
+            indexed: applied,
+            failure_returned: false,
+        })
+    }
+
+    /// Takes `entry`, a commit durable in the log, for redb. Hands the gathered commits over
+    /// when there are enough, and waits while too many are not in redb yet.
+    pub(crate) fn push(&mut self, entry: Entry) -> Result<(), StoreError> {
+        self.check_failed()?;
+        let bytes = entry.bytes();
+        let entry = Arc::new(entry);
+        self.unapplied.push_back(entry.clone());
+        self.unapplied_bytes += bytes;
+        self.gathering.push(entry);
+        self.gathering_bytes += bytes;
+        if self.gathering.len() >= GATHER_COMMITS || self.gathering_bytes >= GATHER_BYTES {
+            self.hand_over();
+        }
+        self.forget_applied();
+        while self.unapplied.len() > MAX_UNAPPLIED_COMMITS
+            || self.unapplied_bytes > MAX_UNAPPLIED_BYTES
+        {
+            // Over the bound, every gathered commit was handed over: the oldest is the thread's.
+            let oldest = self.unapplied.front().map_or(0, |e| e.seq);
+            self.wait_for(oldest)?;
+            self.forget_applied();
+        }
+        Ok(())
+    }
+
+    /// Returns once redb holds every commit taken, or with the thread's error.
+    pub(crate) fn drain(&mut self) -> Result<(), StoreError> {
+        self.check_failed()?;
+        let Some(last) = self.unapplied.back().map(|e| e.seq) else {
+            return Ok(());
+        };
+        self.hand_over();
+        self.wait_for(last)?;
+        self.forget_applied();
+        debug_assert!(self.unapplied.is_empty() && self.index.is_empty());
+        Ok(())
+    }
+
+    /// Brings the index up to date with every commit not yet in redb; call it before
+    /// [`Applier::pending`].
+    pub(crate) fn index_unapplied(&mut self) {
+        self.forget_applied();
+        let from = self.indexed;
+        for entry in self.unapplied.iter().filter(|e| e.seq > from) {
+            // Within a commit the deletes apply after the puts, so they are indexed after.
+            for (i, (job, _)) in entry.puts.iter().enumerate() {
+                let put = Some((entry.clone(), i));
+                let slot = Slot {
+                    seq: entry.seq,
+                    put,
+                };
+                self.index.insert(job.as_str().into(), slot);
+            }
+            for job in &entry.deletes {
+                let slot = Slot {
+                    seq: entry.seq,
+                    put: None,
+                };
+                self.index.insert(job.as_str().into(), slot);
+            }
+            self.indexed = entry.seq;
+        }
+    }
+
+    /// The latest write of `job`'s payload that redb does not hold yet, as of the last
+    /// [`Applier::index_unapplied`].
+    pub(crate) fn pending(&self, job: &str) -> Pending<'_> {
+        match self.index.get(job) {
+            None => Pending::InRedb,
+            Some(Slot { put: None, .. }) => Pending::Deleted,
+            Some(Slot {
+                put: Some((entry, i)),
+                ..
+            }) => Pending::Put(&entry.puts[*i].1),
+        }
+    }
+
+    /// Hands the gathered commits to the thread.
+    fn hand_over(&mut self) {
+        if self.gathering.is_empty() {
+            return;
+        }
+        let mut state = lock(&self.shared.state);
+        state.handed.append(&mut self.gathering);
+        self.gathering_bytes = 0;
+        self.shared.work.notify_one();
+    }
+
+    /// Waits until redb holds commit `seq`, or the thread has failed.
+    fn wait_for(&mut self, seq: u64) -> Result<(), StoreError> {
+        {
+            let mut state = lock(&self.shared.state);
+            while state.applied < seq && state.failed.is_none() {
+                state = self
+                    .shared
+                    .progress
+                    .wait(state)
+                    .unwrap_or_else(|e| e.into_inner());
+            }
+        }
+        self.check_failed()
+    }
+
+    /// The thread's error, the first time it is asked for after the thread failed.
+    pub(crate) fn check_failed(&mut self) -> Result<(), StoreError> {
+        if self.failure_returned {
+            return Err(StoreError::Poisoned);
+        }
+        match lock(&self.shared.state).failed.take() {
+            Some(error) => {
+                self.failure_returned = true;
+                Err(error)
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Drops the commits redb holds now, and their index entries.
+    fn forget_applied(&mut self) {
+        let applied = lock(&self.shared.state).applied;
+        while let Some(entry) = self.unapplied.front().filter(|e| e.seq <= applied) {
+            self.unapplied_bytes -= entry.bytes();
+            if entry.seq <= self.indexed {
+                let jobs = entry.puts.iter().map(|(job, _)| job).chain(&entry.deletes);
+                for job in jobs {
+                    if self
+                        .index
+                        .get(job.as_str())
+                        .is_some_and(|s| s.seq == entry.seq)
+                    {
+                        self.index.remove(job.as_str());
+                    }
+                }
+            }
+            self.unapplied.pop_front();
+        }
+    }
+}
+
+impl Drop for Applier {
+    /// The thread applies what it was handed (each commit is durable in the log anyway), then
+    /// ends; commits still gathering are left to the log.
+    fn drop(&mut self) {
+        lock(&self.shared.state).stop = true;
+        self.shared.work.notify_one();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The applier thread: one transaction for everything handed over since the last, until
+/// told to stop or a transaction fails.
+fn run(db: &Database, shared: &Shared) {
+    loop {
+        let batch = {
+            let mut state = lock(&shared.state);
+            while state.handed.is_empty() && !state.stop {
+                state = shared.work.wait(state).unwrap_or_else(|e| e.into_inner());
+            }
+            if state.handed.is_empty() {
+                return;
+            }
+            std::mem::take(&mut state.handed)
+        };
+        let result = write_entries(db, &batch, Durability::None);
+        let mut state = lock(&shared.state);
+        match result {
+            Ok(()) => state.applied = batch.last().map_or(state.applied, |e| e.seq),
+            Err(error) => state.failed = Some(error),
+        }
+        shared.progress.notify_all();
+        if state.failed.is_some() {
+            return;
+        }
+    }
+}
+
+fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
+    state.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conformance::TempDir;
+    use redb::ReadableDatabase;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    fn entry(seq: u64) -> Entry {
+        Entry {
+            seq,
+            first_lsn: 0,
+            events: None,
+            puts: vec![(format!("job-{seq}"), vec![seq as u8; 8])],
+            deletes: Vec::new(),
+        }
+    }
+
+    // Proves: the bound holds. While the thread cannot write (a write transaction held on
+    // redb), commits are taken until MAX_UNAPPLIED_COMMITS are not in redb, and the next waits;
+    // once the thread can write again every commit is taken, and a drain leaves redb holding
+    // the last one's number with every payload.
+    #[test]
+    fn commits_wait_while_too_many_are_not_in_redb() {
+        let dir = TempDir::new("applier-bound");
+        std::fs::create_dir_all(dir.path()).unwrap();
+        let db = Arc::new(Database::create(dir.path().join("bound.redb")).unwrap());
+        let blocker = db.begin_write().unwrap();
+        let taken = Arc::new(AtomicUsize::new(0));
+        let pusher = std::thread::spawn({
+            let (db, taken) = (db.clone(), taken.clone());
+            move || {
+                let mut applier = Applier::start(db, 0).unwrap();
+                for seq in 1..=200 {
+                    applier.push(entry(seq)).unwrap();
+                    taken.store(seq as usize, Ordering::SeqCst);
+                }
+                applier.drain().unwrap();
+            }
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        assert_eq!(taken.load(Ordering::SeqCst), MAX_UNAPPLIED_COMMITS);
+        drop(blocker);
+        pusher.join().unwrap();
+        assert_eq!(taken.load(Ordering::SeqCst), 200);
+        let read = db.begin_read().unwrap();
+        let meta = read
+            .open_table(redb::TableDefinition::<&str, u64>::new("meta"))
+            .unwrap();
+        assert_eq!(meta.get("wal_seq").unwrap().unwrap().value(), 200);
+        let payloads = read
+            .open_table(redb::TableDefinition::<&str, &[u8]>::new("payloads"))
+            .unwrap();
+        assert_eq!(
+            redb::ReadableTableMetadata::len(&payloads).unwrap(),
+            200,
+            "every commit's payload is in redb"
+        );
+    }
+}
