@@ -7,9 +7,9 @@
 //! what one job costs is mostly that request. Here the calls join a queue, and at most
 //! [`ClientBuilder::coalesce`](crate::ClientBuilder::coalesce) requests carry it: each takes
 //! every job queued when it is sent (up to [`MAX_BATCH`] jobs and [`BATCH_BYTES`] of JSON). A
-//! lone call (one in flight, or a sequential producer) finds no request under way and is sent
-//! at once, alone, on `POST /v1/jobs`: coalescing adds no wait, it only fills requests that
-//! would have queued behind each other. Like the Nagle-free batching of Kafka's producer or
+//! lone call (one in flight, or a sequential producer) finds nothing queued and a request free,
+//! and is sent at once, alone, on `POST /v1/jobs`, from the caller's own task: coalescing adds
+//! no wait and no hand-off, it only fills requests that would have queued behind each other. Like the Nagle-free batching of Kafka's producer or
 //! ioredis's auto-pipelining, but every answer still follows the server's durable commit.
 //!
 //! **What a caller sees is what `submit` alone would have answered.** The batch reply holds
@@ -91,6 +91,26 @@ impl Coalescer {
             .acquire_owned()
             .await
             .map_err(|_| Error::Invalid("the submission queue is closed".to_string()))?;
+        let alone = {
+            let mut queue = self.lock();
+            let alone = queue.waiting.is_empty() && queue.senders < self.requests;
+            if alone {
+                queue.senders += 1;
+            }
+            alone
+        };
+        if alone {
+            // Sent from this task, holding a request's place so that calls made meanwhile
+            // queue behind it. Cancelling this call cancels this job's request only, as it
+            // would without coalescing.
+            let _place = AloneSlot {
+                coalescer: self,
+                client,
+            };
+            let answer = client.submit_json(json).await;
+            drop(room);
+            return answer;
+        }
         let (reply, answer) = oneshot::channel();
         let start_sender = {
             let mut queue = self.lock();
@@ -151,6 +171,38 @@ impl Coalescer {
             match client.submit_batch_json(batch_body(&batch)).await {
                 Ok(reply) => answer_each(batch, reply),
                 Err(error) => answer_failure(client, batch, error).await,
+            }
+        }
+    }
+}
+
+/// The place among [`Coalescer::requests`] of a call sent alone from its own task. Given back
+/// when the call ends (or is cancelled); jobs queued meanwhile then get a sender if none is
+/// left to carry them.
+struct AloneSlot<'a> {
+    coalescer: &'a Arc<Coalescer>,
+    client: &'a Client,
+}
+
+impl Drop for AloneSlot<'_> {
+    fn drop(&mut self) {
+        let start_sender = {
+            let mut queue = self.coalescer.lock();
+            queue.senders -= 1;
+            let start = !queue.waiting.is_empty() && queue.senders < self.coalescer.requests;
+            if start {
+                queue.senders += 1;
+            }
+            start
+        };
+        if start_sender {
+            let (this, client) = (self.coalescer.clone(), self.client.clone());
+            match tokio::runtime::Handle::try_current() {
+                Ok(runtime) => {
+                    runtime.spawn(async move { this.send_all(&client).await });
+                }
+                // No runtime left (it is shutting down): the queued calls end with it.
+                Err(_) => this.lock().senders -= 1,
             }
         }
     }
@@ -248,6 +300,7 @@ fn answer_each(batch: Vec<Waiting>, reply: BatchSubmitReply) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     fn waiting(json: &str) -> (Waiting, oneshot::Receiver<Result<Submitted, Error>>) {
         let (reply, rx) = oneshot::channel();
@@ -307,6 +360,124 @@ mod tests {
                 Err(Error::Http { status: 503, ref code, .. }) if code == "unavailable"
             ));
         }
+    }
+
+    /// A loopback HTTP server that answers every submission `accepted` (one at a time per
+    /// connection), the first request only after `first_delay`; it records each request's
+    /// path and job count.
+    async fn accepting_server(first_delay: Duration) -> (String, Arc<Mutex<Vec<(String, usize)>>>) {
+        use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = seen.clone();
+        tokio::spawn(async move {
+            while let Ok((conn, _)) = listener.accept().await {
+                let log = log.clone();
+                tokio::spawn(async move {
+                    let mut conn = BufReader::new(conn);
+                    loop {
+                        let (mut path, mut length) = (String::new(), 0);
+                        let mut line = String::new();
+                        if conn.read_line(&mut line).await.unwrap_or(0) == 0 {
+                            return;
+                        }
+                        path.push_str(line.split(' ').nth(1).unwrap_or_default());
+                        loop {
+                            line.clear();
+                            conn.read_line(&mut line).await.unwrap();
+                            if line == "\r\n" {
+                                break;
+                            }
+                            if let Some(v) =
+                                line.to_ascii_lowercase().strip_prefix("content-length:")
+                            {
+                                length = v.trim().parse().unwrap();
+                            }
+                        }
+                        let mut body = vec![0; length];
+                        conn.read_exact(&mut body).await.unwrap();
+                        let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+                        let accepted = |job: &serde_json::Value| serde_json::json!({"outcome": "accepted", "job_id": job["id"], "duplicate": false});
+                        let (status, reply, jobs) = match body["jobs"].as_array() {
+                            Some(jobs) => {
+                                let results: Vec<_> = jobs
+                                    .iter()
+                                    .map(|j| {
+                                        let mut r = accepted(j);
+                                        r["status"] = 201.into();
+                                        r
+                                    })
+                                    .collect();
+                                (200, serde_json::json!({"results": results}), jobs.len())
+                            }
+                            None => (201, accepted(&body), 1),
+                        };
+                        let first = {
+                            let mut log = log.lock().unwrap();
+                            log.push((path, jobs));
+                            log.len() == 1
+                        };
+                        if first {
+                            tokio::time::sleep(first_delay).await;
+                        }
+                        let reply = reply.to_string();
+                        let head = format!(
+                            "HTTP/1.1 {status} OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+                            reply.len()
+                        );
+                        conn.get_mut().write_all(head.as_bytes()).await.unwrap();
+                        conn.get_mut().write_all(reply.as_bytes()).await.unwrap();
+                    }
+                });
+            }
+        });
+        (url, seen)
+    }
+
+    /// A call with nothing queued and a request free goes at once, alone, from its own task;
+    /// calls made while it is under way (here with one request at a time) queue, and are
+    /// carried together once it ends. Without a sender started when the lone call's place is
+    /// given back they would wait for ever (the timeout fails the test).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn calls_queued_behind_a_lone_call_are_carried_when_it_ends() {
+        let (url, seen) = accepting_server(Duration::from_millis(300)).await;
+        let client = Client::builder(url).coalesce(1).build().unwrap();
+        let lone = tokio::spawn({
+            let client = client.clone();
+            async move { client.submit(crate::JobSpec::new("t").id("lone")).await }
+        });
+        while seen.lock().unwrap().is_empty() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let queued: Vec<_> = (0..5)
+            .map(|i| {
+                let client = client.clone();
+                tokio::spawn(async move {
+                    client
+                        .submit(crate::JobSpec::new("t").id(format!("q{i}")))
+                        .await
+                })
+            })
+            .collect();
+        let all = async {
+            assert_eq!(lone.await.unwrap().unwrap().job_id(), "lone");
+            for (i, call) in queued.into_iter().enumerate() {
+                assert_eq!(call.await.unwrap().unwrap().job_id(), format!("q{i}"));
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(10), all)
+            .await
+            .expect("every call answered");
+        let seen = seen.lock().unwrap().clone();
+        assert_eq!(
+            seen,
+            vec![
+                ("/v1/jobs".to_string(), 1),
+                ("/v1/jobs/batch".to_string(), 5)
+            ],
+            "the lone call alone, then the five queued behind it in one request"
+        );
     }
 
     #[test]
