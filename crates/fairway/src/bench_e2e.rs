@@ -1404,7 +1404,7 @@ async fn enqueue(args: &E2eArgs) -> Result<(), Failure> {
         base("enqueue", args.label.as_deref(), args.rep),
         json!({
             "n": args.n,
-            "durability": "fsync per group commit (redb, Durability::Immediate)",
+            "durability": "fdatasync per group commit (the write-ahead log beside redb)",
             "bulk": {
                 "api": "Client::submit_batch (POST /v1/jobs/batch)",
                 "chunk": args.bulk_chunk,
