@@ -27,7 +27,7 @@ use crate::redb_store::write_entries;
 use crate::wal::Entry;
 use redb::{Database, Durability};
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::thread::JoinHandle;
 
 /// Commits gathered before they are handed to the thread as one transaction.
@@ -71,10 +71,21 @@ pub(crate) enum Pending<'a> {
 
 /// One payload's latest unapplied write, in [`Applier`]'s index.
 struct Slot {
-    /// The commit that wrote it.
-    seq: u64,
+    /// The commit that wrote it, held (a delete's too) so that [`Applier::forget_applied`]
+    /// can find the slots of a commit redb holds now.
+    entry: Arc<Entry>,
     /// The put's place in that commit (`entry.puts[i]`), or `None` for a delete.
-    put: Option<(Arc<Entry>, usize)>,
+    put: Option<usize>,
+}
+
+/// A commit not known to be in redb, as the store thread remembers it.
+struct Unapplied {
+    seq: u64,
+    bytes: usize,
+    /// Weak: the commit's writes are freed by the thread as soon as they are in redb, not at
+    /// the store's next call (an idle store would hold them); the index keeps the ones it
+    /// answers from.
+    entry: Weak<Entry>,
 }
 
 /// The store thread's side: commits gathering, the ones not yet in redb, and the thread.
@@ -85,7 +96,7 @@ pub(crate) struct Applier {
     gathering: Vec<Arc<Entry>>,
     gathering_bytes: usize,
     /// Every commit not known to be in redb (gathering or handed), oldest first.
-    unapplied: VecDeque<Arc<Entry>>,
+    unapplied: VecDeque<Unapplied>,
     unapplied_bytes: usize,
     /// The latest write of each payload in `unapplied`, built when payloads are read (a
     /// producer that only submits never pays for it).
@@ -138,7 +149,11 @@ impl Applier {
         self.check_failed()?;
         let bytes = entry.bytes();
         let entry = Arc::new(entry);
-        self.unapplied.push_back(entry.clone());
+        self.unapplied.push_back(Unapplied {
+            seq: entry.seq,
+            bytes,
+            entry: Arc::downgrade(&entry),
+        });
         self.unapplied_bytes += bytes;
         self.gathering.push(entry);
         self.gathering_bytes += bytes;
@@ -150,7 +165,7 @@ impl Applier {
             || self.unapplied_bytes > MAX_UNAPPLIED_BYTES
         {
             // Over the bound, every gathered commit was handed over: the oldest is the thread's.
-            let oldest = self.unapplied.front().map_or(0, |e| e.seq);
+            let oldest = self.unapplied.front().map_or(0, |u| u.seq);
             self.wait_for(oldest)?;
             self.forget_applied();
         }
@@ -160,7 +175,7 @@ impl Applier {
     /// Returns once redb holds every commit taken, or with the thread's error.
     pub(crate) fn drain(&mut self) -> Result<(), StoreError> {
         self.check_failed()?;
-        let Some(last) = self.unapplied.back().map(|e| e.seq) else {
+        let Some(last) = self.unapplied.back().map(|u| u.seq) else {
             return Ok(());
         };
         self.hand_over();
@@ -173,27 +188,38 @@ impl Applier {
     /// Brings the index up to date with every commit not yet in redb; call it before
     /// [`Applier::pending`].
     pub(crate) fn index_unapplied(&mut self) {
+        // A commit already freed is in redb (the thread records that before it frees it):
+        // forget it, and what it overwrote in the index, and go on.
+        while !self.index_from_unapplied() {}
+    }
+
+    /// Indexes the commits after the last indexed, up to the first one already freed;
+    /// whether there was none.
+    fn index_from_unapplied(&mut self) -> bool {
         self.forget_applied();
         let from = self.indexed;
-        for entry in self.unapplied.iter().filter(|e| e.seq > from) {
+        for unapplied in self.unapplied.iter().filter(|u| u.seq > from) {
+            let Some(entry) = unapplied.entry.upgrade() else {
+                return false;
+            };
             // Within a commit the deletes apply after the puts, so they are indexed after.
             for (i, (job, _)) in entry.puts.iter().enumerate() {
-                let put = Some((entry.clone(), i));
                 let slot = Slot {
-                    seq: entry.seq,
-                    put,
+                    entry: entry.clone(),
+                    put: Some(i),
                 };
                 self.index.insert(job.as_str().into(), slot);
             }
             for job in &entry.deletes {
                 let slot = Slot {
-                    seq: entry.seq,
+                    entry: entry.clone(),
                     put: None,
                 };
                 self.index.insert(job.as_str().into(), slot);
             }
             self.indexed = entry.seq;
         }
+        true
     }
 
     /// The latest write of `job`'s payload that redb does not hold yet, as of the last
@@ -203,8 +229,8 @@ impl Applier {
             None => Pending::InRedb,
             Some(Slot { put: None, .. }) => Pending::Deleted,
             Some(Slot {
-                put: Some((entry, i)),
-                ..
+                entry,
+                put: Some(i),
             }) => Pending::Put(&entry.puts[*i].1),
         }
     }
@@ -252,21 +278,27 @@ impl Applier {
     /// Drops the commits redb holds now, and their index entries.
     fn forget_applied(&mut self) {
         let applied = lock(&self.shared.state).applied;
-        while let Some(entry) = self.unapplied.front().filter(|e| e.seq <= applied) {
-            self.unapplied_bytes -= entry.bytes();
+        while self.unapplied.front().is_some_and(|u| u.seq <= applied) {
+            let Some(unapplied) = self.unapplied.pop_front() else {
+                break;
+            };
+            self.unapplied_bytes -= unapplied.bytes;
+            // Freed already: none of its writes is left in the index (a slot holds its commit).
+            let Some(entry) = unapplied.entry.upgrade() else {
+                continue;
+            };
             if entry.seq <= self.indexed {
                 let jobs = entry.puts.iter().map(|(job, _)| job).chain(&entry.deletes);
                 for job in jobs {
                     if self
                         .index
                         .get(job.as_str())
-                        .is_some_and(|s| s.seq == entry.seq)
+                        .is_some_and(|s| s.entry.seq == entry.seq)
                     {
                         self.index.remove(job.as_str());
                     }
                 }
             }
-            self.unapplied.pop_front();
         }
     }
 }
@@ -299,13 +331,18 @@ fn run(db: &Database, shared: &Shared) {
         };
         let result = write_entries(db, &batch, Durability::None);
         let mut state = lock(&shared.state);
-        match result {
-            Ok(()) => state.applied = batch.last().map_or(state.applied, |e| e.seq),
-            Err(error) => state.failed = Some(error),
-        }
         shared.progress.notify_all();
-        if state.failed.is_some() {
-            return;
+        match result {
+            // The batch is freed once this is recorded (the guard is dropped first): a commit
+            // freed is a commit in redb, which the store's reads rely on.
+            Ok(()) => state.applied = batch.last().map_or(state.applied, |e| e.seq),
+            Err(error) => {
+                // Kept, not freed: the store still answers reads from these commits.
+                state.failed = Some(error);
+                let later = std::mem::replace(&mut state.handed, batch);
+                state.handed.extend(later);
+                return;
+            }
         }
     }
 }
