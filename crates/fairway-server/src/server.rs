@@ -63,7 +63,8 @@ pub struct Server {
 /// Where the state lives.
 enum Store {
     /// The embedded store: this process is the only writer.
-    Embedded(RedbStore),
+    /// Boxed: the store and its applier's state are far larger than the other variant.
+    Embedded(Box<RedbStore>),
     /// PostgreSQL: this process is one replica; it writes while it holds the leader term.
     Postgres {
         /// The database.
@@ -114,7 +115,7 @@ impl Server {
                             config.data_dir.display()
                         ))
                     })?;
-                Store::Embedded(store)
+                Store::Embedded(Box::new(store))
             }
         };
         Ok(Server {
@@ -173,7 +174,7 @@ impl Server {
                             shared: writer_shared.clone(),
                             exit: exit_tx,
                         };
-                        let mut store = store;
+                        let mut store = *store;
                         let (engine, unsnapshotted) = recover(&mut store, &settings, wall_clock())?;
                         writer_shared.ready.store(true, Ordering::Release);
                         info!("ready");
