@@ -9,8 +9,9 @@
 //! every job queued when it is sent (up to [`MAX_BATCH`] jobs and [`BATCH_BYTES`] of JSON). A
 //! lone call (one in flight, or a sequential producer) finds nothing queued and a request free,
 //! and is sent at once, alone, on `POST /v1/jobs`, from the caller's own task: coalescing adds
-//! no wait and no hand-off, it only fills requests that would have queued behind each other. Like the Nagle-free batching of Kafka's producer or
-//! ioredis's auto-pipelining, but every answer still follows the server's durable commit.
+//! no wait and no hand-off, it only fills requests that would have queued behind each other.
+//! Like the Nagle-free batching of Kafka's producer or ioredis's auto-pipelining, but every
+//! answer still follows the server's durable commit.
 //!
 //! **What a caller sees is what `submit` alone would have answered.** The batch reply holds
 //! one result per job, as the server would have answered that job alone (`BatchResult`). When
@@ -127,10 +128,7 @@ impl Coalescer {
             }
         };
         if start_sender {
-            // A task of its own, so that a caller who stops waiting does not cancel the
-            // request that carries other callers' jobs.
-            let (this, client) = (self.clone(), client.clone());
-            tokio::spawn(async move { this.send_all(&client).await });
+            self.start_sender(client);
         }
         answer.await.unwrap_or_else(|_| {
             Err(Error::Protocol {
@@ -140,6 +138,20 @@ impl Coalescer {
                     .to_string(),
             })
         })
+    }
+
+    /// Starts a sender, whose place among [`Coalescer::requests`] the caller took. A task of its
+    /// own, so that a caller who stops waiting does not cancel the request that carries other
+    /// callers' jobs.
+    fn start_sender(self: &Arc<Self>, client: &Client) {
+        let (this, client) = (self.clone(), client.clone());
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move { this.send_all(&client).await });
+            }
+            // No runtime left (it is shutting down): the queued calls end with it.
+            Err(_) => this.lock().senders -= 1,
+        }
     }
 
     /// Sends what is queued, request after request, until the queue is empty.
@@ -196,14 +208,7 @@ impl Drop for AloneSlot<'_> {
             start
         };
         if start_sender {
-            let (this, client) = (self.coalescer.clone(), self.client.clone());
-            match tokio::runtime::Handle::try_current() {
-                Ok(runtime) => {
-                    runtime.spawn(async move { this.send_all(&client).await });
-                }
-                // No runtime left (it is shutting down): the queued calls end with it.
-                Err(_) => this.lock().senders -= 1,
-            }
+            self.coalescer.start_sender(self.client);
         }
     }
 }
