@@ -47,7 +47,17 @@ pub struct Limits {
     /// and however recent the last one, so that recovery time after a crash stays bounded
     /// (about 2 µs per event on the machine of BENCHMARKS.md).
     pub snapshot_max_tail_events: u64,
+    /// How long, in microseconds, the writer and store threads poll their channel for the next
+    /// turn before they sleep (yielding the CPU between polls; 0: sleep at once). Waking a
+    /// sleeping thread on a virtual machine's idle vCPU costs tens of microseconds a hop, and
+    /// a lone request makes three; polling trades a little CPU right after each turn for
+    /// those (see `crate::spin`). At most [`MAX_IDLE_SPIN_US`].
+    pub idle_spin_us: u64,
 }
+
+/// The longest [`Limits::idle_spin_us`] a server accepts: beyond it, polling is a busy loop,
+/// not a bridge over a hand-off.
+pub const MAX_IDLE_SPIN_US: u64 = 10_000;
 
 impl Default for Limits {
     fn default() -> Self {
@@ -66,6 +76,7 @@ impl Default for Limits {
             max_connections: 16_384,
             snapshot_every_events: 50_000,
             snapshot_max_tail_events: 250_000,
+            idle_spin_us: crate::spin::DEFAULT_SPIN_US,
         }
     }
 }
@@ -146,6 +157,12 @@ impl ServerConfig {
             && ms == 0
         {
             return Err("--lease-ms must be at least 1".to_string());
+        }
+        if self.limits.idle_spin_us > MAX_IDLE_SPIN_US {
+            return Err(format!(
+                "--idle-spin-us {}: at most {MAX_IDLE_SPIN_US} (10 ms); 0 turns polling off",
+                self.limits.idle_spin_us
+            ));
         }
         if self.postgres.is_some() && self.leader_lease_ms < 100 {
             return Err("--leader-lease-ms must be at least 100".to_string());
@@ -239,5 +256,17 @@ mod tests {
         assert!(err.contains("without a token file"), "{err}");
         config.listen = "[::1]:7700".parse().unwrap();
         assert!(config.check().is_ok());
+    }
+
+    #[test]
+    fn polling_before_sleeping_is_bounded() {
+        let mut config = ServerConfig::new("/tmp/unused");
+        for ok in [0, 200, MAX_IDLE_SPIN_US] {
+            config.limits.idle_spin_us = ok;
+            assert!(config.check().is_ok(), "{ok}");
+        }
+        config.limits.idle_spin_us = MAX_IDLE_SPIN_US + 1;
+        let err = config.check().unwrap_err();
+        assert!(err.contains("--idle-spin-us 10001: at most 10000"), "{err}");
     }
 }

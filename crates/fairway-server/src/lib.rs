@@ -36,11 +36,12 @@ pub mod leader;
 pub mod metrics;
 pub mod observe;
 mod server;
+mod spin;
 pub mod vopr;
 pub mod wire;
 pub mod writer;
 
 pub use auth::{Caller, Role, Tokens};
-pub use config::{Limits, ServerConfig};
+pub use config::{Limits, MAX_IDLE_SPIN_US, ServerConfig};
 pub use error::ApiError;
 pub use server::{Server, ServerError};

@@ -44,6 +44,7 @@
 
 use crate::config::{Limits, effective_policy};
 use crate::observe::{Observer, Query};
+use crate::spin::recv_spinning;
 use crate::wire::LeaseGrant;
 use fairway_core::event::AfterAttempt;
 use fairway_core::job::JobStatus;
@@ -434,6 +435,8 @@ struct Committer {
     shared: Arc<Shared>,
     /// [`WriterSettings::release_memory`], called once a stored snapshot's bytes are freed.
     release_memory: Option<fn()>,
+    /// How long it polls for the next sealed turn before sleeping ([`Limits::idle_spin_us`]).
+    spin: Duration,
     /// Why the store side stopped (a failed commit, term check or snapshot, or deposed).
     failed: Option<String>,
 }
@@ -531,6 +534,7 @@ impl<S: EventStore> Writer<S> {
         settings: WriterSettings,
     ) -> Writer<S> {
         let release_memory = settings.release_memory;
+        let spin = Duration::from_micros(settings.limits.idle_spin_us);
         Writer {
             turns: Turns {
                 engine,
@@ -551,6 +555,7 @@ impl<S: EventStore> Writer<S> {
             committer: Committer {
                 shared,
                 release_memory,
+                spin,
                 failed: None,
             },
             store,
@@ -713,11 +718,12 @@ impl Turns {
         store_side: &std::thread::ScopedJoinHandle<'_, T>,
     ) -> Ended {
         let max = self.settings.limits.commit_batch_max.max(1);
+        let spin = Duration::from_micros(self.settings.limits.idle_spin_us);
         loop {
             let mut commands = Vec::new();
             let mut closed = false;
             let now = self.clock.now();
-            match rx.recv_timeout(self.next_wakeup(now)) {
+            match recv_spinning(rx, spin, self.next_wakeup(now)) {
                 Ok(c) => commands.push(c),
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => closed = true,
@@ -1195,7 +1201,7 @@ impl Committer {
         store: &mut S,
         sealed: Receiver<Sealed>,
     ) -> Result<(), String> {
-        while let Ok(first) = sealed.recv() {
+        while let Ok(first) = recv_spinning(&sealed, self.spin, Duration::MAX) {
             let mut group = vec![first];
             while group.len() <= PIPELINE_TURNS
                 && group.last().is_some_and(|t| t.snapshot.is_none())

@@ -45,6 +45,13 @@ fn serve_refuses_bad_input_with_exit_2() {
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("without a token file"), "{stderr}");
 
+    let (code, stderr) = serve_fails(&["--idle-spin-us", "10001"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("--idle-spin-us 10001: at most 10000"),
+        "{stderr}"
+    );
+
     let dir = TempDir::new("files");
     std::fs::create_dir_all(dir.path()).unwrap();
     let policy = dir.path().join("policy.toml");
