@@ -8,8 +8,8 @@
 //! their channel for [`Limits::idle_spin_us`](crate::Limits::idle_spin_us) first, yielding
 //! the CPU between polls so that a runnable thread on the same vCPU is not held off; a turn
 //! that arrives meanwhile is taken without a wake-up. Measured on machine F (BENCHMARKS.md,
-//! item 26): sequential submissions 2,662 -> 3,810 a second, 64 in flight 54,220 -> 65,398,
-//! for 8% more CPU across the benchmark.
+//! item 26, medians of 12 alternating runs): sequential submissions 3,090 -> 3,809 a second,
+//! 64 in flight 56,109 -> 66,138, for 8% more CPU across the benchmark.
 
 use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::time::{Duration, Instant};
