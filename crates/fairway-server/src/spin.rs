@@ -15,7 +15,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::time::{Duration, Instant};
 
 /// The default poll before sleeping, in microseconds. 200 caught the hand-offs of a
-/// sequential client on machine F (50 did not; 500 did no better and cost twice the CPU).
+/// sequential client on machine F (50 did not; 500 did no better and cost twice the extra CPU).
 pub(crate) const DEFAULT_SPIN_US: u64 = 200;
 
 /// The next message within `timeout` (`Duration::MAX`: no limit), polled for up to `spin`,
