@@ -55,6 +55,13 @@ pub struct Limits {
     pub idle_spin_us: u64,
 }
 
+impl Limits {
+    /// [`Limits::idle_spin_us`] as a duration.
+    pub fn idle_spin(&self) -> std::time::Duration {
+        std::time::Duration::from_micros(self.idle_spin_us)
+    }
+}
+
 /// The longest [`Limits::idle_spin_us`] a server accepts: beyond it, polling is a busy loop,
 /// not a bridge over a hand-off.
 pub const MAX_IDLE_SPIN_US: u64 = 10_000;

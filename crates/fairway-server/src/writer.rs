@@ -534,7 +534,7 @@ impl<S: EventStore> Writer<S> {
         settings: WriterSettings,
     ) -> Writer<S> {
         let release_memory = settings.release_memory;
-        let spin = Duration::from_micros(settings.limits.idle_spin_us);
+        let spin = settings.limits.idle_spin();
         Writer {
             turns: Turns {
                 engine,
@@ -718,7 +718,7 @@ impl Turns {
         store_side: &std::thread::ScopedJoinHandle<'_, T>,
     ) -> Ended {
         let max = self.settings.limits.commit_batch_max.max(1);
-        let spin = Duration::from_micros(self.settings.limits.idle_spin_us);
+        let spin = self.settings.limits.idle_spin();
         loop {
             let mut commands = Vec::new();
             let mut closed = false;
