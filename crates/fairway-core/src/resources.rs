@@ -109,7 +109,9 @@ pub fn amount_to_f64(micros: u64) -> f64 {
 /// Vectors of up to this many resources live inline, without a heap allocation.
 const INLINE: usize = 4;
 
-/// The storage of a [`ResVec`]: inline for the common case of a few resources.
+/// The storage of a [`ResVec`]: inline for the common case of a few resources. Inline, the
+/// entries past the length are always zero, so that arithmetic on two inline vectors can work
+/// on the whole arrays, without bounds or lengths to reconcile, and recompute the length after.
 #[derive(Clone)]
 enum Amounts {
     Inline(u8, [u64; INLINE]),
@@ -151,6 +153,16 @@ impl Amounts {
         }
     }
 
+    /// The canonical length of inline amounts: one past the last non-zero entry.
+    #[inline]
+    fn inline_len(a: &[u64; INLINE]) -> u8 {
+        let mut n = INLINE;
+        while n > 0 && a[n - 1] == 0 {
+            n -= 1;
+        }
+        n as u8
+    }
+
     fn from_slice(values: &[u64]) -> Amounts {
         if values.len() <= INLINE {
             let mut a = [0; INLINE];
@@ -160,6 +172,15 @@ impl Amounts {
             Amounts::Heap(values.to_vec())
         }
     }
+}
+
+/// `amount` as a share of `capacity` in parts per billion; `u64::MAX` when there is no capacity.
+#[inline]
+fn share_ppb(amount: u64, capacity: u64) -> u64 {
+    if capacity == 0 {
+        return u64::MAX;
+    }
+    u64::try_from(amount as u128 * SHARE_SCALE as u128 / capacity as u128).unwrap_or(u64::MAX)
 }
 
 /// A cap on some resources: those it names are capped at their amounts (zero included); the
@@ -300,6 +321,10 @@ impl ResVec {
     }
 
     fn trim(&mut self) {
+        if let Amounts::Inline(n, a) = &mut self.0 {
+            *n = Amounts::inline_len(a);
+            return;
+        }
         let mut n = self.slice().len();
         while n > 0 && self.slice()[n - 1] == 0 {
             n -= 1;
@@ -339,6 +364,13 @@ impl ResVec {
 
     /// Adds `other` times `n`, saturating.
     pub fn add_times(&mut self, other: &ResVec, n: u64) {
+        if let (Amounts::Inline(len, a), Amounts::Inline(_, b)) = (&mut self.0, &other.0) {
+            for (x, y) in a.iter_mut().zip(b) {
+                *x = x.saturating_add(y.saturating_mul(n));
+            }
+            *len = Amounts::inline_len(a);
+            return;
+        }
         let o = other.slice();
         if o.len() > self.slice().len() {
             self.0.resize(o.len());
@@ -352,6 +384,18 @@ impl ResVec {
     /// Subtracts `other` times `n`. Panics if any amount would go negative: the engine never
     /// releases more than it allocated, and a violation means its books are wrong.
     pub fn sub_times(&mut self, other: &ResVec, n: u64) {
+        if let (Amounts::Inline(len, a), Amounts::Inline(_, b)) = (&mut self.0, &other.0) {
+            for (i, (x, y)) in a.iter_mut().zip(b).enumerate() {
+                let take = y.saturating_mul(n);
+                assert!(
+                    take <= *x,
+                    "resource accounting underflow: releasing {take} of resource {i} with {x} held"
+                );
+                *x -= take;
+            }
+            *len = Amounts::inline_len(a);
+            return;
+        }
         let o = other.slice();
         for (i, a) in o.iter().enumerate() {
             let take = a.saturating_mul(n);
@@ -369,6 +413,13 @@ impl ResVec {
 
     /// `self - other` per resource, flooring at zero.
     pub fn saturating_minus(&self, other: &ResVec) -> ResVec {
+        if let (Amounts::Inline(_, a), Amounts::Inline(_, b)) = (&self.0, &other.0) {
+            let mut out = [0; INLINE];
+            for ((o, x), y) in out.iter_mut().zip(a).zip(b) {
+                *o = x.saturating_sub(*y);
+            }
+            return ResVec(Amounts::Inline(Amounts::inline_len(&out), out));
+        }
         let mut out = self.clone();
         let o = other.slice();
         for (i, v) in out.0.as_mut_slice().iter_mut().enumerate() {
@@ -406,14 +457,7 @@ impl ResVec {
             if *a == 0 {
                 continue;
             }
-            let c = cap.get(i).copied().unwrap_or(0);
-            let share = if c == 0 {
-                u64::MAX
-            } else {
-                let s = *a as u128 * SHARE_SCALE as u128 / c as u128;
-                u64::try_from(s).unwrap_or(u64::MAX)
-            };
-            best = best.max(share);
+            best = best.max(share_ppb(*a, cap.get(i).copied().unwrap_or(0)));
         }
         best
     }
@@ -421,7 +465,15 @@ impl ResVec {
     /// The dominant share of the part of this vector above `floor`, relative to `capacity`:
     /// `max over r of max(0, self[r] - floor[r]) / capacity[r]`, in parts per billion.
     pub fn dominant_share_above_ppb(&self, floor: &ResVec, capacity: &ResVec) -> u64 {
-        self.saturating_minus(floor).dominant_share_ppb(capacity)
+        let (cap, floor) = (capacity.slice(), floor.slice());
+        let mut best = 0u64;
+        for (i, a) in self.slice().iter().enumerate() {
+            let above = a.saturating_sub(floor.get(i).copied().unwrap_or(0));
+            if above > 0 {
+                best = best.max(share_ppb(above, cap.get(i).copied().unwrap_or(0)));
+            }
+        }
+        best
     }
 
     /// How many copies of `unit` fit in this vector (`u64::MAX` when `unit` is zero).
@@ -479,5 +531,88 @@ mod tests {
     fn releasing_more_than_held_is_a_bug() {
         let mut a = v(&[(0, 1)]);
         a.sub_times(&v(&[(0, 2)]), 1);
+    }
+
+    #[test]
+    #[should_panic(expected = "underflow")]
+    fn releasing_more_than_held_is_a_bug_beside_a_larger_vector() {
+        let mut a = v(&[(0, 1), (5, 1)]);
+        a.sub_times(&v(&[(0, 2)]), 1);
+    }
+
+    /// Amounts as a plain vector, trailing zeros dropped: the reference the stored forms
+    /// (inline and on the heap) must agree with.
+    fn plain(v: &ResVec) -> Vec<u64> {
+        let mut out: Vec<u64> = (0..8).map(|i| v.get(ResourceId(i))).collect();
+        while out.last() == Some(&0) {
+            out.pop();
+        }
+        out
+    }
+
+    fn from_plain(a: &[u64]) -> ResVec {
+        let mut out = ResVec::default();
+        for (i, x) in a.iter().enumerate() {
+            out.set(ResourceId(i as u16), *x);
+        }
+        out
+    }
+
+    fn amounts() -> impl proptest::strategy::Strategy<Value = Vec<u64>> {
+        use proptest::prelude::*;
+        // Few distinct values, so that equal amounts, zeros and exact subtractions are common;
+        // up to 7 resources, so that both stored forms (inline up to 4) meet.
+        proptest::collection::vec(prop_oneof![Just(0u64), 1u64..4, Just(u64::MAX - 1)], 0..7)
+    }
+
+    proptest::proptest! {
+        // Proves: the arithmetic's fast path for two inline vectors and its general path give
+        // the same canonical vector as plain per-resource arithmetic, whichever forms meet.
+        #[test]
+        fn arithmetic_agrees_with_plain_amounts(a in amounts(), b in amounts(), n in 0u64..3) {
+            let (va, vb) = (from_plain(&a), from_plain(&b));
+            let at = |x: &[u64], i: usize| x.get(i).copied().unwrap_or(0);
+            let width = a.len().max(b.len());
+            let canonical = |mut x: Vec<u64>| {
+                while x.last() == Some(&0) {
+                    x.pop();
+                }
+                x
+            };
+            let mut sum = va.clone();
+            sum.add_times(&vb, n);
+            let want: Vec<u64> = (0..width)
+                .map(|i| at(&a, i).saturating_add(at(&b, i).saturating_mul(n)))
+                .collect();
+            proptest::prop_assert_eq!(plain(&sum), canonical(want.clone()));
+            proptest::prop_assert_eq!(&sum, &from_plain(&want), "canonical, so equal");
+
+            let minus: Vec<u64> = (0..width).map(|i| at(&a, i).saturating_sub(at(&b, i))).collect();
+            let got = va.saturating_minus(&vb);
+            proptest::prop_assert_eq!(plain(&got), canonical(minus.clone()));
+            proptest::prop_assert_eq!(&got, &from_plain(&minus));
+            proptest::prop_assert_eq!(got.is_zero(), minus.iter().all(|x| *x == 0));
+
+            let cap = v(&[(0, 2), (1, 4), (2, 1), (4, 8), (5, 3)]);
+            proptest::prop_assert_eq!(
+                va.dominant_share_above_ppb(&vb, &cap),
+                got.dominant_share_ppb(&cap)
+            );
+
+            // Releasing what was added gives the vector back.
+            let mut back = sum.clone();
+            if want.iter().all(|x| *x != u64::MAX) {
+                back.sub_times(&vb, n);
+                proptest::prop_assert_eq!(&back, &va);
+            }
+            // Releasing less than is held (more panics: the two tests above).
+            if (0..width).all(|i| at(&b, i).saturating_mul(n) <= at(&a, i)) {
+                let mut x = va.clone();
+                x.sub_times(&vb, n);
+                let want: Vec<u64> =
+                    (0..width).map(|i| at(&a, i) - at(&b, i).saturating_mul(n)).collect();
+                proptest::prop_assert_eq!(&x, &from_plain(&want));
+            }
+        }
     }
 }
