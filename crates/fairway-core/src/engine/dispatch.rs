@@ -418,10 +418,15 @@ impl Engine {
 
     /// Whether some job of shape `s` could start in group `g` now (capacity, reserve holds).
     pub(crate) fn fits_now(&self, g: GroupId, s: ShapeId) -> bool {
+        // The workers' free capacity first: after a pass has filled its workers this is the
+        // answer, and it is cheaper than the reserves' arithmetic of `hold_status`.
+        self.fits_waiting_workers(g, s) && self.hold_status(g, s).is_some()
+    }
+
+    /// Whether `g`'s waiting workers have the free capacity for a job of shape `s` (for a
+    /// gang, its smallest size).
+    fn fits_waiting_workers(&self, g: GroupId, s: ShapeId) -> bool {
         let shape = self.shapes.get(s);
-        if self.hold_status(g, s).is_none() {
-            return false;
-        }
         let Some(polling) = self.polling.get(&g) else {
             return false;
         };
@@ -457,11 +462,10 @@ impl Engine {
             return Some(false);
         }
         let shape = self.shapes.get(s);
-        let pool_name = &self.groups.get(g).pool;
-        let Some(pool) = self.pools.get(pool_name) else {
+        let Some(pool) = self.pools.get(&self.groups.get(g).pool) else {
             return Some(false);
         };
-        let holds = self.holds_above(pool_name, shape.class);
+        let holds = self.holds_above(pool, shape.class);
         if holds.is_zero() {
             return Some(false);
         }
@@ -492,11 +496,8 @@ impl Engine {
     }
 
     /// Capacity of `pool` held for bands of higher priority than `class` and not used by them.
-    pub(crate) fn holds_above(&self, pool: &str, class: u16) -> ResVec {
+    fn holds_above(&self, p: &super::state::Pool, class: u16) -> ResVec {
         let mut holds = ResVec::default();
-        let Some(p) = self.pools.get(pool) else {
-            return holds;
-        };
         let priority = self.classes[class as usize].policy.priority;
         for (c, rt) in self.classes.iter().enumerate() {
             let cp = &rt.policy;
@@ -789,19 +790,27 @@ impl Engine {
         let attempt = job.attempts + 1;
         let epoch = job.epoch + 1;
         let expires = now.plus(self.policy.lease);
-        let id = String::from(&*job.id);
+        let mut id = String::from(&*job.id);
         let progress = job.progress;
         if backfilled {
             self.stats.backfills += 1;
         }
+        // The id is needed after the leases only for the event or the decision record: the
+        // last lease takes it otherwise (one allocation fewer per decision).
+        let id_needed_after = keep_record || self.config.capture_events;
         let mut workers = Vec::new();
-        for &(w, m) in &placements {
+        for (i, &(w, m)) in placements.iter().enumerate() {
             let worker = &mut self.workers[w.ix()];
             if keep_record {
                 workers.push(worker.name.clone());
             }
+            let job = if i + 1 == placements.len() && !id_needed_after {
+                std::mem::take(&mut id)
+            } else {
+                id.clone()
+            };
             leases.push(Lease {
-                job: id.clone(),
+                job,
                 worker: worker.name.clone(),
                 attempt,
                 epoch,
@@ -829,7 +838,12 @@ impl Engine {
             worker_share,
         };
         if self.config.capture_events {
-            let event = self.lease_granted(id.clone(), granted);
+            let job = if keep_record {
+                id.clone()
+            } else {
+                std::mem::take(&mut id)
+            };
+            let event = self.lease_granted(job, granted);
             self.emit_for(j, event);
         } else {
             // Nobody will persist the event: apply its effect without building it.
