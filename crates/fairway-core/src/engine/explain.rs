@@ -237,7 +237,13 @@ impl Engine {
             if let Some((_, hs, hj)) = head
                 && hj != j
             {
-                let ahead = self.nodes[leaf.ix()].leaf.as_ref().expect("leaf").subqueues[&hs]
+                let ahead = self.nodes[leaf.ix()]
+                    .leaf
+                    .as_ref()
+                    .expect("leaf")
+                    .subqueues
+                    .get(&hs)
+                    .expect("the head's sub-queue")
                     .ordered(self.now.0, 10_000)
                     .iter()
                     .take_while(|(_, x)| *x != j)
@@ -297,10 +303,10 @@ impl Engine {
             return Vec::new();
         };
         let mut out = Vec::new();
-        for (&(_, _), set) in self.nodes[0]
-            .index
-            .range((g, crate::ids::ShapeId(0))..=(g, crate::ids::ShapeId(u32::MAX)))
-        {
+        for (&(_, _), set) in self.nodes[0].index.range(
+            &(g, crate::ids::ShapeId(0)),
+            &(g, crate::ids::ShapeId(u32::MAX)),
+        ) {
             for k in set.iter().take_while(|k| **k < mine).take(5) {
                 out.push((self.node_name(k.node), k.primary as f64 / 1e18));
             }

@@ -22,6 +22,7 @@ mod id_index;
 mod lease;
 mod lookup;
 mod meter;
+mod small_map;
 mod snapshot;
 pub(crate) mod state;
 mod submit;

@@ -1,5 +1,6 @@
 //! The engine's records: jobs, attempts, tenants, classes, pools and tree nodes.
 
+use super::small_map::SmallMap;
 use crate::config::{DeadlinePolicy, PolicyName};
 use crate::event::StopReason;
 use crate::ids::{GroupId, NodeIdx, ShapeId, TenantIdx, WorkerIdx};
@@ -357,7 +358,7 @@ pub(crate) struct NodeKey {
 /// A leaf's queue.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct LeafQueue {
-    pub subqueues: BTreeMap<ShapeId, SubQueue>,
+    pub subqueues: SmallMap<ShapeId, SubQueue>,
     /// The shape of its head, per placement group.
     pub heads: Vec<(GroupId, ShapeId)>,
 }
@@ -397,11 +398,11 @@ pub(crate) struct Node {
     /// Jobs queued under this node.
     pub queued: u64,
     /// Leaves under this node whose head for group g has shape s.
-    pub counts: BTreeMap<(GroupId, ShapeId), u32>,
+    pub counts: SmallMap<(GroupId, ShapeId), u32>,
     /// The key under which this node sits in its parent's index, per (group, shape).
-    pub keyed: BTreeMap<(GroupId, ShapeId), NodeKey>,
+    pub keyed: SmallMap<(GroupId, ShapeId), NodeKey>,
     /// Children with work of shape s for group g, by key.
-    pub index: BTreeMap<(GroupId, ShapeId), BTreeSet<NodeKey>>,
+    pub index: SmallMap<(GroupId, ShapeId), BTreeSet<NodeKey>>,
     pub leaf: Option<Box<LeafQueue>>,
 }
 
@@ -419,9 +420,9 @@ impl Node {
             drr: Drr::default(),
             alloc: ResVec::default(),
             queued: 0,
-            counts: BTreeMap::new(),
-            keyed: BTreeMap::new(),
-            index: BTreeMap::new(),
+            counts: SmallMap::default(),
+            keyed: SmallMap::default(),
+            index: SmallMap::default(),
             leaf: is_leaf.then(Box::default),
         }
     }

@@ -16,6 +16,9 @@ use crate::queue::{HeadKey, OrderKey};
 use crate::resources::SHARE_SCALE;
 use crate::time::Time;
 
+/// A node's (group, shape) entries that [`Engine::rekey_node`] copies onto the stack.
+const REKEY_INLINE: usize = 8;
+
 /// An order key, saturated into 64 bits (keys are nanoseconds, or priorities times aging steps).
 fn key(x: i128) -> i64 {
     x.clamp(i64::MIN as i128, i64::MAX as i128) as i64
@@ -114,8 +117,7 @@ impl Engine {
             .as_mut()
             .expect("leaf")
             .subqueues
-            .entry(shape)
-            .or_default()
+            .get_or_insert_with(shape, Default::default)
             .insert(key, seq, j);
         for n in self.ancestors(leaf) {
             self.nodes[n.ix()].queued += 1;
@@ -378,7 +380,7 @@ impl Engine {
                 }
             }
             if let Some(n) = new {
-                *self.nodes[cur.ix()].counts.entry((g, n)).or_insert(0) += 1;
+                *self.nodes[cur.ix()].counts.get_or_insert_with((g, n), || 0) += 1;
             }
             let Some(parent) = self.nodes[cur.ix()].parent else {
                 break;
@@ -439,8 +441,7 @@ impl Engine {
         } else if let Some(new) = new_key {
             self.nodes[parent.ix()]
                 .index
-                .entry((g, s))
-                .or_default()
+                .get_or_insert_with((g, s), Default::default)
                 .insert(new);
             self.nodes[n.ix()].keyed.insert((g, s), new);
         }
@@ -448,18 +449,23 @@ impl Engine {
 
     /// Re-keys node `n` everywhere it is indexed (after its balance or allocation changed).
     pub(crate) fn rekey_node(&mut self, n: NodeIdx) {
-        // Usually one or two entries: walk them by position instead of collecting them.
-        let mut next = self.nodes[n.ix()].counts.keys().next().copied();
-        while let Some((g, s)) = next {
-            self.refresh_presence(n, g, s);
-            next = self.nodes[n.ix()]
-                .counts
-                .range((
-                    std::ops::Bound::Excluded((g, s)),
-                    std::ops::Bound::Unbounded,
-                ))
-                .next()
-                .map(|(k, _)| *k);
+        // Re-keying changes the node's keys and its parent's index, never its counts. There
+        // are usually one or two: copied out onto the stack, not walked by ranges (a range
+        // search in a B-tree costs two descents) nor collected on the heap.
+        let counts = &self.nodes[n.ix()].counts;
+        if counts.len() <= REKEY_INLINE {
+            let mut keys: Chain<(GroupId, ShapeId), REKEY_INLINE> = Chain::default();
+            for &k in counts.keys() {
+                keys.push(k);
+            }
+            for (g, s) in keys {
+                self.refresh_presence(n, g, s);
+            }
+        } else {
+            let keys: Vec<(GroupId, ShapeId)> = counts.keys().copied().collect();
+            for (g, s) in keys {
+                self.refresh_presence(n, g, s);
+            }
         }
     }
 
@@ -630,7 +636,7 @@ impl Engine {
             let mut best: Option<NodeKey> = None;
             for (&(_, s), set) in current
                 .index
-                .range((g, ShapeId(0))..=(g, ShapeId(u32::MAX)))
+                .range(&(g, ShapeId(0)), &(g, ShapeId(u32::MAX)))
             {
                 if !fit(s) || !self.path_admits(&path, g, s, lazy_limits) {
                     continue;
