@@ -5,7 +5,8 @@
 //! it was a cache miss of its own; with 10^4 tenants every decision serves a tenant that is cold
 //! in the cache, so a decision paid those misses one after the other. One entry lives here
 //! inline, in the node itself; more spill to a vector sorted by key, searched by bisection.
-//! Iteration is in key order, as a `BTreeMap`'s.
+//! Iteration is in key order, as a `BTreeMap`'s. A leaf's list of head shapes is kept the same
+//! way ([`SmallList`]).
 
 /// A map ordered by key: one entry inline, more in a sorted vector.
 #[derive(Clone, Debug)]
@@ -147,6 +148,43 @@ impl<'a, K: Ord + Copy, V> IntoIterator for &'a SmallMap<K, V> {
     }
 }
 
+/// A short list, usually of one item (a leaf's head shapes, one per placement group): one item
+/// lives inline, more in a vector. It is set whole and read as a slice.
+#[derive(Clone, Debug)]
+pub(crate) enum SmallList<T> {
+    One(Option<T>),
+    Many(Vec<T>),
+}
+
+impl<T> Default for SmallList<T> {
+    fn default() -> Self {
+        SmallList::One(None)
+    }
+}
+
+impl<T> From<Vec<T>> for SmallList<T> {
+    fn from(mut items: Vec<T>) -> Self {
+        if items.len() <= 1 {
+            SmallList::One(items.pop())
+        } else {
+            SmallList::Many(items)
+        }
+    }
+}
+
+impl<T> std::ops::Deref for SmallList<T> {
+    type Target = [T];
+
+    #[inline]
+    fn deref(&self) -> &[T] {
+        match self {
+            SmallList::One(None) => &[],
+            SmallList::One(Some(item)) => std::slice::from_ref(item),
+            SmallList::Many(items) => items,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -167,6 +205,16 @@ mod tests {
             (0u8..5).prop_map(Op::Remove),
             (0u8..5).prop_map(Op::Bump),
         ]
+    }
+
+    #[test]
+    fn a_list_reads_back_what_it_was_set_to() {
+        for n in 0..4u32 {
+            let items: Vec<u32> = (0..n).collect();
+            let list = SmallList::from(items.clone());
+            assert_eq!(&*list, &items[..]);
+            assert_eq!(matches!(list, SmallList::Many(_)), n > 1);
+        }
     }
 
     proptest! {

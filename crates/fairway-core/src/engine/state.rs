@@ -1,6 +1,6 @@
 //! The engine's records: jobs, attempts, tenants, classes, pools and tree nodes.
 
-use super::small_map::SmallMap;
+use super::small_map::{SmallList, SmallMap};
 use crate::config::{DeadlinePolicy, PolicyName};
 use crate::event::StopReason;
 use crate::ids::{GroupId, NodeIdx, ShapeId, TenantIdx, WorkerIdx};
@@ -360,7 +360,7 @@ pub(crate) struct NodeKey {
 pub(crate) struct LeafQueue {
     pub subqueues: SmallMap<ShapeId, SubQueue>,
     /// The shape of its head, per placement group.
-    pub heads: Vec<(GroupId, ShapeId)>,
+    pub heads: SmallList<(GroupId, ShapeId)>,
 }
 
 /// Queued jobs and their estimated cost.
@@ -403,7 +403,8 @@ pub(crate) struct Node {
     pub keyed: SmallMap<(GroupId, ShapeId), NodeKey>,
     /// Children with work of shape s for group g, by key.
     pub index: SmallMap<(GroupId, ShapeId), BTreeSet<NodeKey>>,
-    pub leaf: Option<Box<LeafQueue>>,
+    /// A leaf's queue, in the node itself: a decision reaches it with no further cache miss.
+    pub leaf: Option<LeafQueue>,
 }
 
 impl Node {
@@ -423,7 +424,7 @@ impl Node {
             counts: SmallMap::default(),
             keyed: SmallMap::default(),
             index: SmallMap::default(),
-            leaf: is_leaf.then(Box::default),
+            leaf: is_leaf.then(LeafQueue::default),
         }
     }
 }

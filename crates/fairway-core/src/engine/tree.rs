@@ -318,7 +318,7 @@ impl Engine {
             .as_ref()
             .expect("leaf")
             .heads
-            .clone();
+            .to_vec();
         let every_shape = self.policy.backfill != Backfill::None;
         let mut new = Vec::with_capacity(groups.len());
         for &g in &groups {
@@ -356,7 +356,7 @@ impl Engine {
                 self.refresh_presence(leaf, g, s);
             }
         }
-        self.nodes[leaf.ix()].leaf.as_mut().expect("leaf").heads = new;
+        self.nodes[leaf.ix()].leaf.as_mut().expect("leaf").heads = new.into();
     }
 
     /// Moves one leaf's head for group `g` from shape `old` to shape `new`, from `leaf` up.
@@ -619,7 +619,7 @@ impl Engine {
             if let Some(queue) = &current.leaf {
                 // The leaf's best head among the shapes it is indexed under for g that fit.
                 let mut best: Option<(HeadKey, ShapeId, JobIdx)> = None;
-                for &(hg, s) in &queue.heads {
+                for &(hg, s) in queue.heads.iter() {
                     if hg != g || !fit(s) || !self.path_admits(&path, g, s, lazy_limits) {
                         continue;
                     }
