@@ -1,0 +1,24 @@
+#!/bin/bash
+# Alternating timed runs of two or more builds of `fairway bench engine` at the two key cells
+# (10^6 queued x 10^4 tenants, 10^3 queued x 10 tenants; fair, drf, fifo), as BENCHMARKS.md's
+# item 27 took them. Each JSON line is tagged with the binary's file name and the round.
+#
+#   cp target/release/fairway /tmp/fairway-new    # and the build to compare, e.g. /tmp/fairway-base
+#   docs/bench-runs/engine-ab.sh 5 /tmp/fairway-base /tmp/fairway-new > ab.jsonl
+#
+# Instruction counts, the same on any machine for the same binary (6,000 decisions):
+#   valgrind --tool=callgrind --toggle-collect='*Rig::decide*' BIN bench engine \
+#     --min-queued 100000 --max-queued 100000 --min-tenants 10000 --max-tenants 10000 \
+#     --no-idle --no-seed002 --policies fair --decisions 5000 --warmup 1000
+set -u
+rounds=$1; shift
+for r in $(seq 1 "$rounds"); do
+  for b in "$@"; do
+    for cell in "--min-queued 1000000 --max-queued 1000000 --min-tenants 10000 --max-tenants 10000" \
+                "--min-queued 1000 --max-queued 1000 --max-tenants 10"; do
+      # shellcheck disable=SC2086
+      "$b" bench engine $cell --no-idle --no-seed002 2>/dev/null |
+        sed "s|^{|{\"bin\":\"$(basename "$b")\",\"round\":$r,|"
+    done
+  done
+done
