@@ -4,17 +4,21 @@
 //! placement group, one job shape. As `BTreeMap`s each was a heap node of its own, and reaching
 //! it was a cache miss of its own; with 10^4 tenants every decision serves a tenant that is cold
 //! in the cache, so a decision paid those misses one after the other. One entry lives here
-//! inline, in the node itself; more spill to a vector sorted by key, searched by bisection.
-//! Iteration is in key order, as a `BTreeMap`'s. A leaf's list of head shapes is kept the same
-//! way ([`SmallList`]).
+//! inline, in the node itself; more spill to a `BTreeMap`, so that a node with thousands of
+//! (group, shape) entries (the root, when jobs come in many shapes) keeps O(log n) operations.
+//! Iteration is in key order either way. A leaf's list of head shapes is kept the same way
+//! ([`SmallList`]).
 
-/// A map ordered by key: one entry inline, more in a sorted vector.
+use std::collections::BTreeMap;
+use std::collections::btree_map;
+
+/// A map ordered by key: one entry inline, more in a `BTreeMap`.
 #[derive(Clone, Debug)]
 pub(crate) enum SmallMap<K, V> {
     /// No entry or one, without a heap allocation.
     One(Option<(K, V)>),
-    /// Two entries or more, sorted by key, each key once.
-    Many(Vec<(K, V)>),
+    /// Two entries or more.
+    Many(BTreeMap<K, V>),
 }
 
 impl<K, V> Default for SmallMap<K, V> {
@@ -24,99 +28,80 @@ impl<K, V> Default for SmallMap<K, V> {
 }
 
 impl<K: Ord + Copy, V> SmallMap<K, V> {
-    /// The entries in key order.
-    #[inline]
-    pub fn as_slice(&self) -> &[(K, V)] {
-        match self {
-            SmallMap::One(None) => &[],
-            SmallMap::One(Some(e)) => std::slice::from_ref(e),
-            SmallMap::Many(v) => v,
-        }
-    }
-
-    #[inline]
-    fn as_mut_slice(&mut self) -> &mut [(K, V)] {
-        match self {
-            SmallMap::One(None) => &mut [],
-            SmallMap::One(Some(e)) => std::slice::from_mut(e),
-            SmallMap::Many(v) => v,
-        }
-    }
-
-    #[inline]
-    fn find(&self, key: &K) -> Result<usize, usize> {
-        self.as_slice().binary_search_by(|(k, _)| k.cmp(key))
-    }
-
     pub fn len(&self) -> usize {
-        self.as_slice().len()
+        match self {
+            SmallMap::One(e) => e.is_some() as usize,
+            SmallMap::Many(m) => m.len(),
+        }
     }
 
     #[inline]
     pub fn get(&self, key: &K) -> Option<&V> {
-        let i = self.find(key).ok()?;
-        Some(&self.as_slice()[i].1)
+        match self {
+            SmallMap::One(Some((k, v))) if k == key => Some(v),
+            SmallMap::One(_) => None,
+            SmallMap::Many(m) => m.get(key),
+        }
     }
 
     #[inline]
     pub fn get_mut(&mut self, key: &K) -> Option<&mut V> {
-        let i = self.find(key).ok()?;
-        Some(&mut self.as_mut_slice()[i].1)
+        match self {
+            SmallMap::One(Some((k, v))) if k == key => Some(v),
+            SmallMap::One(_) => None,
+            SmallMap::Many(m) => m.get_mut(key),
+        }
     }
 
     pub fn contains_key(&self, key: &K) -> bool {
-        self.find(key).is_ok()
+        self.get(key).is_some()
     }
 
     /// The value of `key`, inserting `make()` first if it has none.
     pub fn get_or_insert_with(&mut self, key: K, make: impl FnOnce() -> V) -> &mut V {
-        let i = match self.find(&key) {
-            Ok(i) => i,
-            Err(i) => {
-                self.insert_at(i, key, make());
-                i
-            }
-        };
-        &mut self.as_mut_slice()[i].1
+        if let SmallMap::One(Some((k, _))) = self
+            && *k != key
+        {
+            self.spill();
+        }
+        match self {
+            SmallMap::One(slot) => &mut slot.get_or_insert_with(|| (key, make())).1,
+            SmallMap::Many(m) => m.entry(key).or_insert_with(make),
+        }
     }
 
     /// Sets `key` to `value`; the value it had, if any.
     pub fn insert(&mut self, key: K, value: V) -> Option<V> {
-        match self.find(&key) {
-            Ok(i) => Some(std::mem::replace(&mut self.as_mut_slice()[i].1, value)),
-            Err(i) => {
-                self.insert_at(i, key, value);
-                None
-            }
+        if let SmallMap::One(Some((k, _))) = self
+            && *k != key
+        {
+            self.spill();
+        }
+        match self {
+            SmallMap::One(slot) => slot.replace((key, value)).map(|(_, v)| v),
+            SmallMap::Many(m) => m.insert(key, value),
         }
     }
 
-    /// Puts a new entry at position `i` of the key order.
-    fn insert_at(&mut self, i: usize, key: K, value: V) {
-        match self {
-            SmallMap::One(slot @ None) => *slot = Some((key, value)),
-            SmallMap::One(Some(_)) => {
-                let SmallMap::One(Some(first)) = std::mem::take(self) else {
-                    unreachable!("one entry")
-                };
-                let mut v = Vec::with_capacity(2);
-                v.push(first);
-                v.insert(i, (key, value));
-                *self = SmallMap::Many(v);
-            }
-            SmallMap::Many(v) => v.insert(i, (key, value)),
+    /// Moves the inline entry into a `BTreeMap`, to make room for a second key.
+    fn spill(&mut self) {
+        if let SmallMap::One(slot) = self {
+            let m: BTreeMap<K, V> = slot.take().into_iter().collect();
+            *self = SmallMap::Many(m);
         }
     }
 
     /// Removes `key`; the value it had, if any. A map left with one entry keeps it inline.
     pub fn remove(&mut self, key: &K) -> Option<V> {
-        let i = self.find(key).ok()?;
         match self {
-            SmallMap::One(slot) => slot.take().map(|(_, v)| v),
-            SmallMap::Many(v) => {
-                let (_, value) = v.remove(i);
-                if v.len() <= 1 {
-                    *self = SmallMap::One(v.pop());
+            SmallMap::One(slot) => match slot {
+                Some((k, _)) if k == key => slot.take().map(|(_, v)| v),
+                _ => None,
+            },
+            SmallMap::Many(m) => {
+                let value = m.remove(key)?;
+                if m.len() <= 1 {
+                    *self = SmallMap::One(m.pop_first());
                 }
                 Some(value)
             }
@@ -125,26 +110,51 @@ impl<K: Ord + Copy, V> SmallMap<K, V> {
 
     /// The keys in order.
     pub fn keys(&self) -> impl Iterator<Item = &K> {
-        self.as_slice().iter().map(|(k, _)| k)
+        self.into_iter().map(|(k, _)| k)
     }
 
     /// The entries with keys from `low` to `high`, both included, in key order.
-    pub fn range(&self, low: &K, high: &K) -> impl Iterator<Item = (&K, &V)> {
-        let entries = self.as_slice();
-        let from = entries.partition_point(|(k, _)| k < low);
-        entries[from..]
-            .iter()
-            .take_while(move |(k, _)| k <= high)
-            .map(|(k, v)| (k, v))
+    pub fn range(&self, low: &K, high: &K) -> SmallIter<'_, K, V> {
+        match self {
+            SmallMap::One(e) => SmallIter::One(
+                e.as_ref()
+                    .filter(|(k, _)| low <= k && k <= high)
+                    .map(|(k, v)| (k, v)),
+            ),
+            SmallMap::Many(m) => SmallIter::Range(m.range(*low..=*high)),
+        }
+    }
+}
+
+/// The entries of a [`SmallMap`], or of a range of its keys, in key order.
+pub(crate) enum SmallIter<'a, K, V> {
+    One(Option<(&'a K, &'a V)>),
+    All(btree_map::Iter<'a, K, V>),
+    Range(btree_map::Range<'a, K, V>),
+}
+
+impl<'a, K, V> Iterator for SmallIter<'a, K, V> {
+    type Item = (&'a K, &'a V);
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        match self {
+            SmallIter::One(e) => e.take(),
+            SmallIter::All(it) => it.next(),
+            SmallIter::Range(it) => it.next(),
+        }
     }
 }
 
 impl<'a, K: Ord + Copy, V> IntoIterator for &'a SmallMap<K, V> {
     type Item = (&'a K, &'a V);
-    type IntoIter = std::iter::Map<std::slice::Iter<'a, (K, V)>, fn(&'a (K, V)) -> (&'a K, &'a V)>;
+    type IntoIter = SmallIter<'a, K, V>;
 
-    fn into_iter(self) -> Self::IntoIter {
-        self.as_slice().iter().map(|(k, v)| (k, v))
+    fn into_iter(self) -> SmallIter<'a, K, V> {
+        match self {
+            SmallMap::One(e) => SmallIter::One(e.as_ref().map(|(k, v)| (k, v))),
+            SmallMap::Many(m) => SmallIter::All(m.iter()),
+        }
     }
 }
 
