@@ -6,7 +6,8 @@
 #   cp target/release/fairway /tmp/fairway-new    # and the build to compare, e.g. /tmp/fairway-base
 #   docs/bench-runs/engine-ab.sh 5 /tmp/fairway-base /tmp/fairway-new > ab.jsonl
 #
-# Instruction counts, the same on any machine for the same binary (6,000 decisions):
+# Instruction counts, the same on any machine for the same binary (the rig decides 7,000 times
+# here: 1,000 warm-up, 5,000 timed, 1,000 counting allocations; divide the total by that):
 #   valgrind --tool=callgrind --toggle-collect='*Rig::decide*' BIN bench engine \
 #     --min-queued 100000 --max-queued 100000 --min-tenants 10000 --max-tenants 10000 \
 #     --no-idle --no-seed002 --policies fair --decisions 5000 --warmup 1000
