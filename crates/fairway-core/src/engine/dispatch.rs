@@ -495,7 +495,7 @@ impl Engine {
             .any(|c| c.policy.reserve_ppb > 0 && c.policy.priority > priority && c.queued > 0)
     }
 
-    /// Capacity of `pool` held for bands of higher priority than `class` and not used by them.
+    /// Capacity of pool `p` held for bands of higher priority than `class` and not used by them.
     fn holds_above(&self, p: &super::state::Pool, class: u16) -> ResVec {
         let mut holds = ResVec::default();
         let priority = self.classes[class as usize].policy.priority;

@@ -59,11 +59,7 @@ impl<K: Ord + Copy, V> SmallMap<K, V> {
 
     /// The value of `key`, inserting `make()` first if it has none.
     pub fn get_or_insert_with(&mut self, key: K, make: impl FnOnce() -> V) -> &mut V {
-        if let SmallMap::One(Some((k, _))) = self
-            && *k != key
-        {
-            self.spill();
-        }
+        self.make_room(&key);
         match self {
             SmallMap::One(slot) => &mut slot.get_or_insert_with(|| (key, make())).1,
             SmallMap::Many(m) => m.entry(key).or_insert_with(make),
@@ -72,20 +68,18 @@ impl<K: Ord + Copy, V> SmallMap<K, V> {
 
     /// Sets `key` to `value`; the value it had, if any.
     pub fn insert(&mut self, key: K, value: V) -> Option<V> {
-        if let SmallMap::One(Some((k, _))) = self
-            && *k != key
-        {
-            self.spill();
-        }
+        self.make_room(&key);
         match self {
             SmallMap::One(slot) => slot.replace((key, value)).map(|(_, v)| v),
             SmallMap::Many(m) => m.insert(key, value),
         }
     }
 
-    /// Moves the inline entry into a `BTreeMap`, to make room for a second key.
-    fn spill(&mut self) {
-        if let SmallMap::One(slot) = self {
+    /// Before `key` is set: an inline entry under another key moves into a `BTreeMap`.
+    fn make_room(&mut self, key: &K) {
+        if let SmallMap::One(slot @ Some(_)) = self
+            && slot.as_ref().is_some_and(|(k, _)| k != key)
+        {
             let m: BTreeMap<K, V> = slot.take().into_iter().collect();
             *self = SmallMap::Many(m);
         }

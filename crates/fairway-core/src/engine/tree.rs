@@ -453,19 +453,15 @@ impl Engine {
         // are usually one or two: copied out onto the stack, not walked by ranges (a range
         // search in a B-tree costs two descents) nor collected on the heap.
         let counts = &self.nodes[n.ix()].counts;
+        let mut inline: Chain<(GroupId, ShapeId), REKEY_INLINE> = Chain::default();
+        let mut spilled: Vec<(GroupId, ShapeId)> = Vec::new();
         if counts.len() <= REKEY_INLINE {
-            let mut keys: Chain<(GroupId, ShapeId), REKEY_INLINE> = Chain::default();
-            for &k in counts.keys() {
-                keys.push(k);
-            }
-            for (g, s) in keys {
-                self.refresh_presence(n, g, s);
-            }
+            counts.keys().for_each(|&k| inline.push(k));
         } else {
-            let keys: Vec<(GroupId, ShapeId)> = counts.keys().copied().collect();
-            for (g, s) in keys {
-                self.refresh_presence(n, g, s);
-            }
+            spilled = counts.keys().copied().collect();
+        }
+        for &(g, s) in inline.iter().chain(&spilled) {
+            self.refresh_presence(n, g, s);
         }
     }
 
