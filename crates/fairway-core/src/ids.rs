@@ -74,6 +74,18 @@ impl<T: Copy + Default, const N: usize> Chain<T, N> {
         &self.items[..self.len as usize]
     }
 
+    /// `len` copies of `value`.
+    pub fn filled(value: T, len: usize) -> Self {
+        let mut out = Chain::default();
+        (0..len).for_each(|_| out.push(value));
+        out
+    }
+
+    /// The items, mutably.
+    pub fn as_mut_slice(&mut self) -> &mut [T] {
+        &mut self.items[..self.len as usize]
+    }
+
     /// Whether `item` is in the chain.
     pub fn contains(&self, item: &T) -> bool
     where
@@ -90,6 +102,23 @@ impl<T: Copy + Default, const N: usize> std::ops::Deref for Chain<T, N> {
         self.as_slice()
     }
 }
+
+impl<T: Copy + Default, const N: usize> FromIterator<T> for Chain<T, N> {
+    /// Collects at most `N` items: more is a broken invariant, as for [`Chain::push`].
+    fn from_iter<I: IntoIterator<Item = T>>(iter: I) -> Self {
+        let mut out = Chain::default();
+        iter.into_iter().for_each(|item| out.push(item));
+        out
+    }
+}
+
+impl<T: Copy + Default + PartialEq, const N: usize> PartialEq for Chain<T, N> {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl<T: Copy + Default + Eq, const N: usize> Eq for Chain<T, N> {}
 
 impl<T: Copy + Default + std::fmt::Debug, const N: usize> std::fmt::Debug for Chain<T, N> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

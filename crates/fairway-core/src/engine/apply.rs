@@ -6,10 +6,10 @@
 //! [`Engine::apply_ended`] directly with what the event would have said, sparing its strings.
 
 use super::Engine;
-use super::state::{Attempt, Finished, Job, NodeKind, Pool, to_wns};
+use super::state::{Attempt, Finished, Job, NodeKind, Placements, Pool, to_wns};
 use crate::config::PolicyName;
 use crate::event::{AfterAttempt, AttemptEnd, Event, StopReason};
-use crate::ids::{JobIdx, NodeIdx, TenantIdx, WorkerIdx};
+use crate::ids::{CHAIN_MAX, Chain, JobIdx, NodeIdx, TenantIdx};
 use crate::job::{JobSpec, JobState};
 use crate::policy::{COST_PER_WORKER_SECOND, Policy};
 use crate::queue::OrderKey;
@@ -44,11 +44,11 @@ pub(crate) struct Granted {
     pub attempt: u32,
     pub epoch: u64,
     pub expires: Time,
-    pub placements: Vec<(WorkerIdx, u32)>,
+    pub placements: Placements,
     /// Share increments charged along `path` (ppb), top first.
-    pub charges: Vec<u64>,
+    pub charges: Chain<u64, CHAIN_MAX>,
     /// The job's charge path ([`Engine::charge_path`]).
-    pub path: Vec<NodeIdx>,
+    pub path: Chain<NodeIdx, CHAIN_MAX>,
     pub estimate: Dur,
     pub policy_version: u64,
     pub borrowed: bool,
@@ -110,7 +110,7 @@ impl Engine {
                 worker_share,
             } => {
                 let j = self.lookup(job);
-                let placements: Vec<_> = placements
+                let placements: Placements = placements
                     .iter()
                     .map(|p| {
                         let w = match self.worker_by_name.get(&p.worker) {
@@ -132,7 +132,9 @@ impl Engine {
                         epoch: *epoch,
                         expires: *expires,
                         placements,
-                        charges: charges.clone(),
+                        // One per node of the path: a longer list (never written) is cut
+                        // to it, as a shorter one reads as zeros past its end.
+                        charges: charges.iter().copied().take(path.len()).collect(),
                         path,
                         estimate: *estimate,
                         policy_version: *policy_version,
@@ -556,7 +558,7 @@ impl Engine {
         };
         let repeated_underestimate = self.note_estimate(tenant, class, end, usage, a.estimate);
         if self.policy.name == PolicyName::Fair && a.path.len() == a.charges.len() {
-            for (&n, &share) in a.path.iter().zip(&a.charges) {
+            for (&n, &share) in a.path.iter().zip(a.charges.iter()) {
                 if n.ix() >= self.nodes.len() {
                     continue;
                 }

@@ -2,10 +2,11 @@
 
 use super::Engine;
 use super::apply::Granted;
-use super::state::{DecisionRecord, NodeKind, TreeShape};
+use super::small_map::SmallList;
+use super::state::{DecisionRecord, NodeKind, Placements, TreeShape};
 use crate::config::{Backfill, PolicyName};
 use crate::event::{Event, Placement, StopReason};
-use crate::ids::{GroupId, JobIdx, NodeIdx, ShapeId, TenantIdx, WorkerIdx};
+use crate::ids::{CHAIN_MAX, Chain, GroupId, JobIdx, NodeIdx, ShapeId, TenantIdx, WorkerIdx};
 use crate::job::{JobState, Lease};
 use crate::policy::check_name;
 use crate::resources::{ResVec, SHARE_SCALE};
@@ -517,7 +518,7 @@ impl Engine {
         j: JobIdx,
         g: GroupId,
         reservations: &mut [Reservation],
-    ) -> Option<(Vec<(WorkerIdx, u32)>, bool)> {
+    ) -> Option<(Placements, bool)> {
         let job = self.job(j);
         let shape = self.shapes.get(job.shape);
         let borrowed = self.hold_status(g, job.shape)?;
@@ -545,7 +546,7 @@ impl Engine {
             }
             copies
         };
-        let placements: Vec<(WorkerIdx, u32)> = if shape.gang <= 1 {
+        let placements: Placements = if shape.gang <= 1 {
             // Best fit: the worker left with the least free capacity, then the lowest index.
             let mut best: Option<(u64, WorkerIdx)> = None;
             for &w in polling {
@@ -559,7 +560,7 @@ impl Engine {
                     best = Some(fit);
                 }
             }
-            vec![(best?.1, 1)]
+            SmallList::One(Some((best?.1, 1)))
         } else {
             let mut room: Vec<(WorkerIdx, u64)> = polling
                 .iter()
@@ -583,7 +584,7 @@ impl Engine {
             if placed < shape.gang_min as u64 {
                 return None;
             }
-            out
+            out.into()
         };
         for r in reservations.iter_mut() {
             if end <= r.start {
@@ -750,7 +751,7 @@ impl Engine {
         &mut self,
         j: JobIdx,
         leaf: NodeIdx,
-        placements: Vec<(WorkerIdx, u32)>,
+        placements: Placements,
         borrowed: bool,
         backfilled: bool,
         leases: &mut Vec<Lease>,
@@ -763,7 +764,7 @@ impl Engine {
         let members: u32 = placements.iter().map(|(_, m)| *m).sum();
         let demand = self.shapes.get(shape_id).demand.times(members as u64);
         let path = self.charge_path(tenant, leaf);
-        let charges: Vec<u64> = path
+        let charges: Chain<u64, CHAIN_MAX> = path
             .iter()
             .map(|&n| self.share_increment(n, &demand))
             .collect();
@@ -891,7 +892,7 @@ impl Engine {
             epoch: g.epoch,
             expires: g.expires,
             placements,
-            charges: g.charges,
+            charges: g.charges.to_vec(),
             estimate: g.estimate,
             policy_version: g.policy_version,
             borrowed: g.borrowed,
@@ -1122,7 +1123,7 @@ impl Engine {
                 continue;
             }
             for k in set.iter().take(4) {
-                let node = &self.nodes[k.node.ix()];
+                let node = &self.nodes[k.node().ix()];
                 let queue = match node.kind {
                     NodeKind::Tenant(t) | NodeKind::Flat(t) | NodeKind::Band(t, _) => {
                         self.tenants[t.ix()].name.clone()
@@ -1131,8 +1132,8 @@ impl Engine {
                 };
                 out.push(super::state::Candidate {
                     queue,
-                    balance: k.primary as f64 / 1e18,
-                    within_guarantee: k.tier == 0 && self.policy.name == PolicyName::Fair,
+                    balance: k.primary() as f64 / 1e18,
+                    within_guarantee: k.tier() == 0 && self.policy.name == PolicyName::Fair,
                 });
             }
             break;

@@ -308,7 +308,7 @@ impl Engine {
             &(g, crate::ids::ShapeId(u32::MAX)),
         ) {
             for k in set.iter().take_while(|k| **k < mine).take(5) {
-                out.push((self.node_name(k.node), k.primary as f64 / 1e18));
+                out.push((self.node_name(k.node()), k.primary() as f64 / 1e18));
             }
         }
         out.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));

@@ -629,7 +629,7 @@ impl Engine {
             if a.path.len() != a.charges.len() {
                 continue;
             }
-            for (&n, &share) in a.path.iter().zip(&a.charges) {
+            for (&n, &share) in a.path.iter().zip(a.charges.iter()) {
                 if let Some(node) = self.nodes.get(n.ix()) {
                     pending[n.ix()] += node.weight.divide(share as u128 * a.estimate.0 as u128);
                 }
@@ -748,7 +748,7 @@ impl Engine {
             let job = self.job_mut(j);
             job.leaf = leaf;
             if let Some(a) = job.attempt.as_mut() {
-                a.charges = vec![0; path.len()];
+                a.charges = Chain::filled(0, path.len());
                 a.path = path;
             }
         }
@@ -756,20 +756,18 @@ impl Engine {
     }
 
     /// The nodes whose virtual time a job of tenant `t` in leaf `leaf` is charged to, top first.
-    pub(crate) fn charge_path(&self, t: TenantIdx, leaf: NodeIdx) -> Vec<NodeIdx> {
-        match self.shape_kind {
-            TreeShape::Flat => vec![leaf],
-            TreeShape::Hierarchical => {
-                let mut path = vec![leaf];
-                let mut cur = Some(t);
-                while let Some(c) = cur {
-                    path.push(self.tenants[c.ix()].node.expect("tenant node"));
-                    cur = self.tenants[c.ix()].parent;
-                }
-                path.reverse();
-                path
+    pub(crate) fn charge_path(&self, t: TenantIdx, leaf: NodeIdx) -> Chain<NodeIdx, CHAIN_MAX> {
+        let mut path = Chain::default();
+        path.push(leaf);
+        if self.shape_kind == TreeShape::Hierarchical {
+            let mut cur = Some(t);
+            while let Some(c) = cur {
+                path.push(self.tenants[c.ix()].node.expect("tenant node"));
+                cur = self.tenants[c.ix()].parent;
             }
+            path.as_mut_slice().reverse();
         }
+        path
     }
 
     /// `n` and its ancestors below the root, bottom first.

@@ -176,6 +176,31 @@ impl<T> From<Vec<T>> for SmallList<T> {
     }
 }
 
+impl<T> FromIterator<T> for SmallList<T> {
+    /// One item stays inline with no allocation; a second moves them all to a vector.
+    fn from_iter<I: IntoIterator<Item = T>>(iter: I) -> Self {
+        let mut iter = iter.into_iter();
+        let Some(first) = iter.next() else {
+            return SmallList::One(None);
+        };
+        let Some(second) = iter.next() else {
+            return SmallList::One(Some(first));
+        };
+        let mut items = vec![first, second];
+        items.extend(iter);
+        SmallList::Many(items)
+    }
+}
+
+impl<'a, T> IntoIterator for &'a SmallList<T> {
+    type Item = &'a T;
+    type IntoIter = std::slice::Iter<'a, T>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
 impl<T> std::ops::Deref for SmallList<T> {
     type Target = [T];
 

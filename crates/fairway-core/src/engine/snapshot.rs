@@ -13,7 +13,7 @@ use super::meter::RateMeter;
 use super::state::{Attempt, Drr, Estimator, Finished, Job, Ledger, Node, NodeKind};
 use super::{Engine, EngineConfig, EngineStats};
 use crate::event::{Event, StopReason};
-use crate::ids::{JobIdx, NodeIdx, ShapeId, TenantIdx, WorkerIdx};
+use crate::ids::{CHAIN_MAX, Chain, JobIdx, NodeIdx, ShapeId, TenantIdx, WorkerIdx};
 use crate::job::JobState;
 use crate::policy::Policy;
 use crate::queue::OrderKey;
@@ -842,8 +842,14 @@ impl Engine {
                         .collect(),
                     members: a.members,
                     estimate: a.estimate,
-                    charges: a.charges.to_vec(),
-                    path: Vec::new(),
+                    // Longer than any charge path: reset to zeros by `restore_attempt`,
+                    // as a list of the wrong length is.
+                    charges: if a.charges.len() <= CHAIN_MAX {
+                        a.charges.iter().copied().collect()
+                    } else {
+                        Chain::default()
+                    },
+                    path: Chain::default(),
                     stop: a.stop,
                     borrowed: a.borrowed,
                     policy_version: a.policy_version,
@@ -890,7 +896,7 @@ impl Engine {
         job.leaf = leaf;
         if let Some(a) = job.attempt.as_mut() {
             if a.charges.len() != path.len() {
-                a.charges = vec![0; path.len()];
+                a.charges = Chain::filled(0, path.len());
             }
             a.path = path;
         }

@@ -3,7 +3,7 @@
 use super::small_map::{SmallList, SmallMap};
 use crate::config::{DeadlinePolicy, PolicyName};
 use crate::event::StopReason;
-use crate::ids::{GroupId, NodeIdx, ShapeId, TenantIdx, WorkerIdx};
+use crate::ids::{CHAIN_MAX, Chain, GroupId, NodeIdx, ShapeId, TenantIdx, WorkerIdx};
 use crate::job::JobState;
 use crate::policy::ClassPolicy;
 use crate::queue::{OrderKey, SubQueue};
@@ -116,6 +116,9 @@ pub(crate) fn to_wns(cost: u128) -> u64 {
     (cost / COST_UNITS_PER_WNS).min(u64::MAX as u128) as u64
 }
 
+/// Where an attempt runs: (worker, members) per worker. One worker, unless a gang spreads.
+pub(crate) type Placements = SmallList<(WorkerIdx, u32)>;
+
 /// A running attempt.
 #[derive(Clone, Debug)]
 pub(crate) struct Attempt {
@@ -123,12 +126,13 @@ pub(crate) struct Attempt {
     pub epoch: u64,
     pub started: Time,
     pub expires: Time,
-    pub placements: Vec<(WorkerIdx, u32)>,
+    pub placements: Placements,
     pub members: u32,
     pub estimate: Dur,
     /// Share increments charged along the job's charge path (ppb), top first.
-    pub charges: Vec<u64>,
-    pub path: Vec<NodeIdx>,
+    /// Inline, as is `path`: a decision allocates neither.
+    pub charges: Chain<u64, CHAIN_MAX>,
+    pub path: Chain<NodeIdx, CHAIN_MAX>,
     pub stop: Option<(StopReason, Time)>,
     pub borrowed: bool,
     pub policy_version: u64,
@@ -346,13 +350,42 @@ pub(crate) enum NodeKind {
     Flat(TenantIdx),
 }
 
-/// The key under which a child sits in its parent's index: smaller is served first.
+/// The key under which a child sits in its parent's index: smaller is served first. It orders
+/// by (tier, primary, secondary, node), packed into two words so that the index's searches,
+/// a dozen comparisons each at 10^4 tenants, compare two integers instead of four fields.
+///
+/// `primary` (a virtual time, a round, a tag) is kept to 120 bits, saturating: a `fair` node's
+/// virtual time reaches 2^120 after about 4 * 10^10 worker-years of service at weight 1, so no
+/// real order changes; past it, equal keys fall back to `secondary` and the node's index.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct NodeKey {
-    pub tier: u8,
-    pub primary: u128,
-    pub secondary: u64,
-    pub node: NodeIdx,
+    /// tier << 120 | primary.
+    hi: u128,
+    /// secondary << 32 | node.
+    lo: u128,
+}
+
+impl NodeKey {
+    const PRIMARY_MAX: u128 = (1 << 120) - 1;
+
+    pub fn new(tier: u8, primary: u128, secondary: u64, node: NodeIdx) -> NodeKey {
+        NodeKey {
+            hi: (tier as u128) << 120 | primary.min(Self::PRIMARY_MAX),
+            lo: (secondary as u128) << 32 | node.0 as u128,
+        }
+    }
+
+    pub fn tier(&self) -> u8 {
+        (self.hi >> 120) as u8
+    }
+
+    pub fn primary(&self) -> u128 {
+        self.hi & Self::PRIMARY_MAX
+    }
+
+    pub fn node(&self) -> NodeIdx {
+        NodeIdx(self.lo as u32)
+    }
 }
 
 /// A leaf's queue.
@@ -548,6 +581,31 @@ pub(crate) struct Gps {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    fn primary() -> impl Strategy<Value = u128> {
+        prop_oneof![
+            any::<u64>().prop_map(u128::from),
+            any::<u128>(),
+            (0u128..4).prop_map(|d| NodeKey::PRIMARY_MAX - 1 + d),
+        ]
+    }
+
+    proptest! {
+        // Proves: packed keys order as the tuple (tier, primary, secondary, node) they pack,
+        // with primary saturated at 2^120 - 1, and give back each part.
+        #[test]
+        fn node_keys_order_as_their_fields(
+            a in (any::<u8>(), primary(), any::<u64>(), any::<u32>()),
+            b in (any::<u8>(), primary(), any::<u64>(), any::<u32>()),
+        ) {
+            let key = |(t, p, s, n): (u8, u128, u64, u32)| NodeKey::new(t, p, s, NodeIdx(n));
+            let sat = |(t, p, s, n): (u8, u128, u64, u32)| (t, p.min(NodeKey::PRIMARY_MAX), s, n);
+            prop_assert_eq!(key(a).cmp(&key(b)), sat(a).cmp(&sat(b)));
+            let k = key(a);
+            prop_assert_eq!((k.tier(), k.primary(), k.node()), (a.0, sat(a).1, NodeIdx(a.3)));
+        }
+    }
 
     // Proves: the inline-first estimator table answers, lists (in class order) and prints as
     // the map by class it replaces, whichever class came first.

@@ -587,12 +587,7 @@ impl Engine {
                 (tier, node.vtime, 0)
             }
         };
-        NodeKey {
-            tier,
-            primary,
-            secondary,
-            node: n,
-        }
+        NodeKey::new(tier, primary, secondary, n)
     }
 
     /// The next leaf, head shape and head job for group `g`, in policy order, among shapes for
@@ -638,7 +633,7 @@ impl Engine {
                     continue;
                 }
                 let first = if lazy_limits {
-                    set.iter().find(|k| self.eligible(k.node, s)).copied()
+                    set.iter().find(|k| self.eligible(k.node(), s)).copied()
                 } else {
                     set.first().copied()
                 };
@@ -648,7 +643,7 @@ impl Engine {
                     best = Some(k);
                 }
             }
-            node = best?.node;
+            node = best?.node();
             path.push(node);
         }
     }
