@@ -132,8 +132,9 @@ impl Engine {
                         epoch: *epoch,
                         expires: *expires,
                         placements,
-                        // One per node of the path: a longer list (never written) is cut
-                        // to it, as a shorter one reads as zeros past its end.
+                        // One per node of the path (the engine never writes more): a
+                        // longer list is cut to the path, whose length bounds the inline
+                        // list; `apply_granted` reads a shorter one as zeros past its end.
                         charges: charges.iter().copied().take(path.len()).collect(),
                         path,
                         estimate: *estimate,

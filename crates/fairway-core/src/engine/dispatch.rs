@@ -2,7 +2,6 @@
 
 use super::Engine;
 use super::apply::Granted;
-use super::small_map::SmallList;
 use super::state::{DecisionRecord, NodeKind, Placements, TreeShape};
 use crate::config::{Backfill, PolicyName};
 use crate::event::{Event, Placement, StopReason};
@@ -560,7 +559,7 @@ impl Engine {
                     best = Some(fit);
                 }
             }
-            SmallList::One(Some((best?.1, 1)))
+            Placements::One(Some((best?.1, 1)))
         } else {
             let mut room: Vec<(WorkerIdx, u64)> = polling
                 .iter()
