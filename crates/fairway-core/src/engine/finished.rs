@@ -5,67 +5,157 @@
 //! id to its place in that order. A snapshot writes them in order by walking the records one
 //! after the other; it used to look each one up by id in a hash map, one cache miss per job,
 //! which at a few hundred thousand finished jobs was most of a snapshot's encoding time.
+//!
+//! The records sit in chunks of [`CHUNK`], not in one ring that doubles: a doubling copied every
+//! record at once, and with 2^19 of them (46 MB, written to fresh pages) one decision took
+//! 210 ms on machine I of BENCHMARKS.md. A chunk forgotten at the front is kept to take the
+//! next records at the back, so a list at its retention allocates nothing.
 
-use super::id_index::IdIndex;
+use super::id_index::{Entry, IdIndex, id_hash};
 use super::state::Finished;
 use std::collections::VecDeque;
 
+/// Records per chunk (about 350 KiB of them).
+const CHUNK: usize = 4096;
+
+/// The most records remembered, whatever the retention: places are kept in 32 bits.
+const MAX_RETAINED: usize = 1 << 31;
+
+/// A finished job's entry in the id index: its place in finishing order since the engine began
+/// (modulo 2^32: at most [`MAX_RETAINED`] are remembered, so the places remembered at once
+/// are distinct) and its id's hash, so that the index moves it without reading its id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Held {
+    place: u32,
+    hash: u32,
+}
+
+impl Entry for Held {
+    fn hash(self) -> Option<u64> {
+        let h = self.hash as u64;
+        Some(h << 32 | h)
+    }
+}
+
+/// One remembered job: its id and record. `None` only in the slots of a chunk's front that
+/// were forgotten.
+type Slot = Option<(Box<str>, Finished)>;
+
 #[derive(Clone, Debug, Default)]
 pub(crate) struct FinishedJobs {
-    /// Oldest first.
-    order: VecDeque<(Box<str>, Finished)>,
+    /// Oldest first: every chunk but the last holds [`CHUNK`] slots; the first chunk's first
+    /// `head` slots are forgotten.
+    chunks: VecDeque<Vec<Slot>>,
+    /// Forgotten slots at the front of the first chunk.
+    head: usize,
+    /// Records remembered.
+    len: usize,
+    /// An emptied chunk kept for the next one the back needs.
+    spare: Option<Vec<Slot>>,
     /// Each id's place in finishing order since the engine began: `forgotten` plus its index
-    /// in `order`.
-    by_id: IdIndex<u64>,
-    /// How many have been dropped from the front of `order`.
+    /// among the remembered records, modulo 2^32.
+    by_id: IdIndex<Held>,
+    /// How many have been forgotten.
     forgotten: u64,
 }
 
-impl FinishedJobs {
-    /// The id remembered at `place` (which must still be remembered).
-    fn id_at(&self, place: u64) -> &str {
-        &self.order[(place - self.forgotten) as usize].0
-    }
+/// The record at index `i` (oldest first) of `chunks` whose first chunk starts `head` slots in.
+fn slot(chunks: &VecDeque<Vec<Slot>>, head: usize, i: usize) -> &(Box<str>, Finished) {
+    let at = head + i;
+    chunks[at / CHUNK][at % CHUNK]
+        .as_ref()
+        .expect("a remembered slot")
+}
 
-    fn place(&self, id: &str) -> Option<u64> {
-        self.by_id.get(id, |p| self.id_at(p))
+/// The index among the remembered records of the record at `place`, the first of them being
+/// at `forgotten`.
+fn index(place: Held, forgotten: u64) -> usize {
+    place.place.wrapping_sub(forgotten as u32) as usize
+}
+
+impl FinishedJobs {
+    /// The index of `id`'s record among those remembered.
+    fn find(&self, id: &str) -> Option<usize> {
+        let (chunks, head, forgotten) = (&self.chunks, self.head, self.forgotten);
+        let place = self
+            .by_id
+            .get(id, |p| &slot(chunks, head, index(p, forgotten)).0)?;
+        Some(index(place, forgotten))
     }
 
     pub fn get(&self, id: &str) -> Option<&Finished> {
-        let place = self.place(id)?;
-        let (_, f) = self.order.get((place - self.forgotten) as usize)?;
-        Some(f)
+        Some(&slot(&self.chunks, self.head, self.find(id)?).1)
     }
 
     pub fn contains(&self, id: &str) -> bool {
-        self.place(id).is_some()
+        self.find(id).is_some()
     }
 
     pub fn len(&self) -> usize {
-        self.order.len()
+        self.len
     }
 
     /// Oldest first.
-    pub fn iter(&self) -> impl ExactSizeIterator<Item = (&str, &Finished)> {
-        self.order.iter().map(|(id, f)| (&**id, f))
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &Finished)> {
+        self.chunks
+            .iter()
+            .flatten()
+            .skip(self.head)
+            .map(|s| s.as_ref().expect("a remembered slot"))
+            .map(|(id, f)| (&**id, f))
     }
 
     /// Remembers `id` as the latest to finish; beyond `retention` the oldest is forgotten.
     pub fn push(&mut self, id: Box<str>, f: Finished, retention: usize) {
-        while self.order.len() >= retention.max(1) {
-            let Some((old, _)) = self.order.pop_front() else {
-                break;
-            };
-            // An id remembered twice points at its later place: that stays.
-            self.by_id.remove_at(&old, self.forgotten);
-            self.forgotten += 1;
+        while self.len >= retention.clamp(1, MAX_RETAINED) {
+            self.forget_oldest();
         }
-        let place = self.forgotten + self.order.len() as u64;
-        self.order.push_back((id, f));
-        let (order, forgotten) = (&self.order, self.forgotten);
-        let id = &*order.back().expect("just pushed").0;
+        let place = Held {
+            place: (self.forgotten + self.len as u64) as u32,
+            hash: id_hash(&id) as u32,
+        };
+        if self.chunks.back().is_none_or(|c| c.len() == CHUNK) {
+            // The first chunk grows as a vector does, so that an engine that finishes a few
+            // jobs holds a few slots; the others are whole from the start.
+            let chunk = match self.spare.take() {
+                Some(chunk) => chunk,
+                None if self.chunks.is_empty() => Vec::new(),
+                None => Vec::with_capacity(CHUNK),
+            };
+            self.chunks.push_back(chunk);
+        }
+        let back = self.chunks.back_mut().expect("a chunk with room");
+        back.push(Some((id, f)));
+        self.len += 1;
+        let (chunks, head, forgotten) = (&self.chunks, self.head, self.forgotten);
+        let last = chunks.back().and_then(|c| c.last()).expect("just pushed");
+        let id = &last.as_ref().expect("just pushed").0;
         self.by_id
-            .insert(id, place, |p| &order[(p - forgotten) as usize].0);
+            .insert(id, place, |p| &slot(chunks, head, index(p, forgotten)).0);
+    }
+
+    /// Forgets the oldest record.
+    fn forget_oldest(&mut self) {
+        let Some((old, _)) = self.chunks[0][self.head].take() else {
+            unreachable!("the oldest slot is remembered");
+        };
+        // An id remembered twice points at its later place: that stays.
+        let place = Held {
+            place: self.forgotten as u32,
+            hash: id_hash(&old) as u32,
+        };
+        self.by_id.remove_at(&old, place);
+        self.forgotten += 1;
+        self.len -= 1;
+        self.head += 1;
+        if self.head == CHUNK || self.len == 0 {
+            let mut emptied = self.chunks.pop_front().expect("the first chunk");
+            emptied.clear();
+            if emptied.capacity() == CHUNK {
+                self.spare = Some(emptied);
+            }
+            self.head = 0;
+        }
     }
 }
 
@@ -116,5 +206,50 @@ mod tests {
         assert!(f.get("b").is_none());
         assert_eq!(f.get("a").map(|r| r.attempts), Some(2));
         assert_eq!(f.get("c").map(|r| r.attempts), Some(1));
+    }
+
+    // Proves: across several chunks, with the oldest forgotten at every point of a chunk, the
+    // list keeps exactly the latest `retention` records in order and finds each by id.
+    #[test]
+    fn chunks_keep_the_latest_in_order() {
+        for retention in [1, 5, CHUNK - 1, CHUNK, CHUNK + 1, 2 * CHUNK + 3] {
+            let mut f = FinishedJobs::default();
+            let total = 3 * CHUNK + 17;
+            for i in 0..total {
+                f.push(format!("j{i}").into(), record(i as u32), retention);
+                assert_eq!(f.len(), (i + 1).min(retention));
+            }
+            let first = total - retention;
+            let ids: Vec<String> = f.iter().map(|(id, _)| id.to_string()).collect();
+            let expected: Vec<String> = (first..total).map(|i| format!("j{i}")).collect();
+            assert_eq!(ids, expected, "retention {retention}");
+            for i in [0, first.saturating_sub(1), first, total - 1] {
+                let found = f.get(&format!("j{i}")).map(|r| r.attempts as usize);
+                assert_eq!(
+                    found,
+                    (i >= first).then_some(i),
+                    "retention {retention}, j{i}"
+                );
+            }
+            assert!(f.chunks.len() <= retention.div_ceil(CHUNK) + 1);
+        }
+    }
+
+    // Proves: places kept in 32 bits still find every record when the count of jobs finished
+    // since the engine began passes 2^32.
+    #[test]
+    fn places_wrap_past_two_to_the_32() {
+        let mut f = FinishedJobs {
+            forgotten: u32::MAX as u64 - 10,
+            ..Default::default()
+        };
+        for i in 0..100 {
+            f.push(format!("j{i}").into(), record(i), 50);
+        }
+        assert!(f.forgotten > u32::MAX as u64);
+        for i in 0..100 {
+            let found = f.get(&format!("j{i}")).map(|r| r.attempts);
+            assert_eq!(found, (i >= 50).then_some(i), "j{i}");
+        }
     }
 }

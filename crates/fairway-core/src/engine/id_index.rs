@@ -6,57 +6,155 @@
 //! costs a 4-byte place (8 for a finished job's) and hashbrown's control byte per bucket. A hit
 //! reads the record it points at, which its caller reads next anyway; hashbrown's control bytes
 //! hold 7 bits of each hash, so a miss rarely reads a record at all.
+//!
+//! The index grows without a pause. A hash table that doubles moves every entry at once, and
+//! moving one here means reading its id (the table keeps no hashes) from a record nobody has
+//! touched for a while: at 2^19 finished jobs that was one decision taking 210 ms on machine I
+//! of BENCHMARKS.md. Instead, a full table is set aside as `old` and a table twice its size
+//! takes the new entries; every insertion then moves the entries of [`MOVE_BUCKETS`] of the old
+//! table's buckets, so the old one is empty long before the new one fills. Look-ups and
+//! removals search both while a move is under way. Moving an entry needs its id's hash: an
+//! entry may carry it ([`Entry::hash`]), as the finished jobs' do, so that a move reads no
+//! record at all; the live jobs' entries stay 4 bytes and their moves read the ids.
 
 use crate::hash::FxHasher;
 use hashbrown::HashTable;
 use std::hash::Hasher;
 
-/// The hash of a job id (the Fx hash with its finalizer, over the id's bytes).
-fn id_hash(id: &str) -> u64 {
+/// The hash of a job id: 32 bits of the Fx hash with its finalizer, over the id's bytes, in
+/// both halves of the word (the table takes a bucket from the low bits and a tag from the top
+/// seven), so that an entry can carry its hash in 4 bytes.
+pub(crate) fn id_hash(id: &str) -> u64 {
     let mut h = FxHasher::default();
     h.write(id.as_bytes());
-    h.finish()
+    let h = h.finish() as u32 as u64;
+    h << 32 | h
 }
+
+/// What the index holds for an id: its place, and perhaps its hash.
+pub(crate) trait Entry: Copy + Eq {
+    /// The id's hash ([`id_hash`]), if the entry carries it.
+    fn hash(self) -> Option<u64> {
+        None
+    }
+}
+
+impl Entry for crate::ids::JobIdx {}
+
+#[cfg(test)]
+impl Entry for u32 {}
+
+/// The hash of the id of `entry`, read from the entry when it carries it.
+fn hash_of<'a, P: Entry>(entry: P, id_of: &impl Fn(P) -> &'a str) -> u64 {
+    entry.hash().unwrap_or_else(|| id_hash(id_of(entry)))
+}
+
+/// Buckets of the old table emptied per insertion while the index grows. A table of `b`
+/// buckets holds at most `7b/8` entries, and its successor has room for twice as many: the
+/// `b / MOVE_BUCKETS` insertions that empty the old table come well before the new one is full.
+const MOVE_BUCKETS: usize = 4;
 
 /// Job ids to places of type `P`; `id_of` tells the id stored at a place. Every place in the
 /// index must hold its id for as long as it is in the index.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub(crate) struct IdIndex<P> {
     table: HashTable<P>,
+    /// The table `table` replaced when it filled, emptied into it a few buckets at a time.
+    old: HashTable<P>,
+    /// The next bucket of `old` to empty.
+    cursor: usize,
 }
 
-impl<P: Copy + Eq> IdIndex<P> {
+impl<P> Default for IdIndex<P> {
+    fn default() -> Self {
+        IdIndex {
+            table: HashTable::new(),
+            old: HashTable::new(),
+            cursor: 0,
+        }
+    }
+}
+
+impl<P: Entry> IdIndex<P> {
     /// The place of `id`.
     pub fn get<'a>(&self, id: &str, id_of: impl Fn(P) -> &'a str) -> Option<P> {
-        self.table.find(id_hash(id), |&p| id_of(p) == id).copied()
+        let hash = id_hash(id);
+        let found = self.table.find(hash, |&p| id_of(p) == id);
+        if found.is_none() && !self.old.is_empty() {
+            return self.old.find(hash, |&p| id_of(p) == id).copied();
+        }
+        found.copied()
     }
 
     /// Points `id` at `place`, which must already hold it, replacing the place it had.
     pub fn insert<'a>(&mut self, id: &str, place: P, id_of: impl Fn(P) -> &'a str) {
-        let hash = id_hash(id);
+        let hash = place.hash().unwrap_or_else(|| id_hash(id));
         if let Some(p) = self.table.find_mut(hash, |&p| id_of(p) == id) {
             *p = place;
-        } else {
-            self.table
-                .insert_unique(hash, place, |&p| id_hash(id_of(p)));
+            return;
         }
+        if !self.old.is_empty()
+            && let Some(p) = self.old.find_mut(hash, |&p| id_of(p) == id)
+        {
+            *p = place;
+            return;
+        }
+        if self.table.len() == self.table.capacity() {
+            self.start_growing(&id_of);
+        }
+        self.move_some(&id_of);
+        self.table
+            .insert_unique(hash, place, |&p| hash_of(p, &id_of));
     }
 
     /// Forgets `id` if it points at `place` (which need no longer hold it); whether it did.
     pub fn remove_at(&mut self, id: &str, place: P) -> bool {
-        match self.table.find_entry(id_hash(id), |&p| p == place) {
-            Ok(entry) => {
+        let hash = place.hash().unwrap_or_else(|| id_hash(id));
+        for table in [&mut self.table, &mut self.old] {
+            if let Ok(entry) = table.find_entry(hash, |&p| p == place) {
                 entry.remove();
-                true
+                return true;
             }
-            Err(_) => false,
         }
+        false
     }
 
     /// How many ids are indexed.
     #[cfg(test)]
     pub fn len(&self) -> usize {
-        self.table.len()
+        self.table.len() + self.old.len()
+    }
+
+    /// Sets the full table aside and starts a table with room for twice its entries (a move
+    /// still under way, which the sizing above rules out, is finished first).
+    fn start_growing<'a>(&mut self, id_of: &impl Fn(P) -> &'a str) {
+        while !self.old.is_empty() {
+            self.move_some(id_of);
+        }
+        let room = (2 * self.table.len()).max(16);
+        self.old = std::mem::replace(&mut self.table, HashTable::with_capacity(room));
+        self.cursor = 0;
+    }
+
+    /// Moves the entries of the next [`MOVE_BUCKETS`] buckets of the old table into the new.
+    fn move_some<'a>(&mut self, id_of: &impl Fn(P) -> &'a str) {
+        if self.old.is_empty() {
+            return;
+        }
+        let end = (self.cursor + MOVE_BUCKETS).min(self.old.num_buckets());
+        for bucket in self.cursor..end {
+            if let Ok(entry) = self.old.get_bucket_entry(bucket) {
+                let (p, _) = entry.remove();
+                self.table
+                    .insert_unique(hash_of(p, id_of), p, |&q| hash_of(q, id_of));
+            }
+        }
+        self.cursor = end;
+        if self.old.is_empty() || self.cursor == self.old.num_buckets() {
+            debug_assert!(self.old.is_empty(), "every bucket was emptied");
+            self.old = HashTable::new();
+            self.cursor = 0;
+        }
     }
 }
 
@@ -94,5 +192,49 @@ mod tests {
         assert!(index.remove_at("a", 2));
         assert_eq!(index.get("a", id_of), None);
         assert_eq!(index.get("b", id_of), Some(1));
+    }
+
+    // Proves: while the index grows (a move from the old table under way at most sizes),
+    // every id is found, re-pointed, and removed wherever it sits, and nothing is lost or
+    // found twice.
+    #[test]
+    fn ids_stay_found_while_the_index_grows() {
+        let n = 5_000u32;
+        let names: Vec<String> = (0..n).map(|i| format!("job-{i}")).collect();
+        // Places k and k + n both hold id k.
+        let id_of = |p: u32| names[(p % n) as usize].as_str();
+        let mut index = IdIndex::<u32>::default();
+        // Where each id should be found.
+        let mut want: Vec<Option<u32>> = vec![None; n as usize];
+        let mut checks_while_moving = 0;
+        for i in 0..n {
+            index.insert(&names[i as usize], i, id_of);
+            want[i as usize] = Some(i);
+            if i % 7 == 3 {
+                let k = i / 2;
+                index.insert(&names[k as usize], k + n, id_of);
+                want[k as usize] = Some(k + n);
+            }
+            if i % 11 == 5 {
+                let k = i / 3;
+                if let Some(at) = want[k as usize].take() {
+                    assert!(index.remove_at(&names[k as usize], at), "{k}");
+                    assert!(!index.remove_at(&names[k as usize], at), "{k} twice");
+                }
+            }
+            let live = want.iter().filter(|w| w.is_some()).count();
+            assert_eq!(index.len(), live, "after {i}");
+            if !index.old.is_empty() {
+                checks_while_moving += 1;
+            }
+            for k in (0..=i).step_by(1 + i as usize / 50) {
+                assert_eq!(
+                    index.get(&names[k as usize], id_of),
+                    want[k as usize],
+                    "{k} at {i}"
+                );
+            }
+        }
+        assert!(checks_while_moving > 1_000, "{checks_while_moving}");
     }
 }

@@ -364,9 +364,8 @@ struct FinishedList<'a>(&'a FinishedJobs);
 impl Serialize for FinishedList<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeSeq;
-        let records = self.0.iter();
-        let mut seq = serializer.serialize_seq(Some(records.len()))?;
-        for (id, f) in records {
+        let mut seq = serializer.serialize_seq(Some(self.0.len()))?;
+        for (id, f) in self.0.iter() {
             seq.serialize_element(&FinishedSnap {
                 id: Cow::Borrowed(id),
                 tenant: f.tenant.0,
