@@ -9,8 +9,8 @@
 //!
 //! The index grows without a pause. A hash table that doubles moves every entry at once, and
 //! moving one here means reading its id (the table keeps no hashes) from a record nobody has
-//! touched for a while: at 2^19 finished jobs that was one decision taking 210 ms on machine I
-//! of BENCHMARKS.md. Instead, a full table is set aside as `old` and a table twice its size
+//! touched for a while: at 2^19 finished jobs (with the finished records' own doubling) that
+//! was one decision taking 197 to 211 ms on machine I of BENCHMARKS.md. Instead, a full table is set aside as `old` and a table twice its size
 //! takes the new entries; every insertion then moves the entries of [`MOVE_BUCKETS`] of the old
 //! table's buckets, so the old one is empty long before the new one fills. Look-ups and
 //! removals search both while a move is under way. Moving an entry needs its id's hash: an
@@ -52,7 +52,11 @@ fn hash_of<'a, P: Entry>(entry: P, id_of: &impl Fn(P) -> &'a str) -> u64 {
 /// Buckets of the old table emptied per insertion while the index grows. A table of `b`
 /// buckets holds at most `7b/8` entries, and its successor has room for twice as many: the
 /// `b / MOVE_BUCKETS` insertions that empty the old table come well before the new one is full.
-const MOVE_BUCKETS: usize = 4;
+/// Both tables are held meanwhile, so the move is kept short: 16 buckets (about 14 entries,
+/// each a cold read of its id where the entry carries no hash) an insertion empty the old table
+/// within 7% more entries. With 4, a server filled with 10^6 jobs was still moving its 2^20
+/// buckets there and held 5 bytes a job more.
+const MOVE_BUCKETS: usize = 16;
 
 /// Job ids to places of type `P`; `id_of` tells the id stored at a place. Every place in the
 /// index must hold its id for as long as it is in the index.
@@ -235,6 +239,6 @@ mod tests {
                 );
             }
         }
-        assert!(checks_while_moving > 1_000, "{checks_while_moving}");
+        assert!(checks_while_moving > 300, "{checks_while_moving}");
     }
 }
