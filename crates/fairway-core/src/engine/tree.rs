@@ -607,7 +607,8 @@ impl Engine {
         let mut path: Chain<NodeIdx, CHAIN_MAX> = Chain::default();
         loop {
             let current = &self.nodes[node.ix()];
-            if let Some(queue) = &current.leaf {
+            if current.is_leaf() {
+                let queue = current.leaf.as_ref().expect("a leaf's queue");
                 // The leaf's best head among the shapes it is indexed under for g that fit.
                 let mut best: Option<(HeadKey, ShapeId, JobIdx)> = None;
                 for &(hg, s) in queue.heads.iter() {
