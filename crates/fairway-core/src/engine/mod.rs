@@ -15,6 +15,7 @@
 mod apply;
 mod audit;
 mod census;
+mod chunked;
 mod dispatch;
 mod explain;
 mod finished;
@@ -98,7 +99,7 @@ pub struct Engine {
     pub(crate) tenants: Vec<Tenant>,
     pub(crate) tenant_by_name: BTreeMap<String, TenantIdx>,
     pub(crate) nodes: Vec<Node>,
-    pub(crate) jobs: Vec<Option<Job>>,
+    pub(crate) jobs: chunked::Chunked<Option<Job>>,
     pub(crate) free_jobs: Vec<u32>,
     /// Live job ids to their slots in `jobs`.
     pub(crate) job_by_id: id_index::IdIndex<JobIdx>,
@@ -174,7 +175,7 @@ impl Engine {
             tenants: Vec::new(),
             tenant_by_name: BTreeMap::new(),
             nodes: Vec::new(),
-            jobs: Vec::new(),
+            jobs: Default::default(),
             free_jobs: Vec::new(),
             job_by_id: id_index::IdIndex::default(),
             finished: finished::FinishedJobs::default(),
