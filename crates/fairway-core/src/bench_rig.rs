@@ -145,9 +145,18 @@ impl Rig {
     /// Submits `queued` jobs spread round-robin over tenants `tenants` (numbers from
     /// [`Rig::add_tenants`]).
     pub fn fill(&mut self, tenants: std::ops::Range<usize>, queued: usize) {
-        for k in 0..queued {
-            self.submit(tenants.start + k % tenants.len());
+        for t in Rig::fill_order(tenants, queued) {
+            self.submit(t);
         }
+    }
+
+    /// The tenant of each of [`Rig::fill`]'s submissions, in order: for a caller that times
+    /// them one by one.
+    pub fn fill_order(
+        tenants: std::ops::Range<usize>,
+        queued: usize,
+    ) -> impl Iterator<Item = usize> {
+        (0..queued).map(move |k| tenants.start + k % tenants.len())
     }
 
     /// Gives each tenant of `tenants` a job and runs it to completion: they exist, and are

@@ -320,13 +320,13 @@ fn decision_line(name: &str, policy: &Policy, queued: usize, tenants: usize, arg
     );
     let tenants_range = rig.add_tenants("tenant", tenants);
     let fill_start = Instant::now();
-    // The fill, one submission at a time (as `Rig::fill` spreads them), keeping the slowest:
-    // a table that grows all at once shows there.
+    // `Rig::fill`, one submission at a time, keeping the slowest: a table that grows all at
+    // once shows there.
     let mut slowest_submit = Duration::ZERO;
     let (bytes, _) = allocations(|| {
-        for k in 0..queued {
+        for t in Rig::fill_order(tenants_range, queued) {
             let started = Instant::now();
-            rig.submit(tenants_range.start + k % tenants_range.len());
+            rig.submit(t);
             slowest_submit = slowest_submit.max(started.elapsed());
         }
     });

@@ -6,17 +6,14 @@
 //! after the other; it used to look each one up by id in a hash map, one cache miss per job,
 //! which at a few hundred thousand finished jobs was most of a snapshot's encoding time.
 //!
-//! The records sit in chunks of [`CHUNK`], not in one ring that doubles: a doubling copied every
-//! record at once, and with 2^19 of them (46 MB, written to fresh pages) one decision took
-//! 210 ms on machine I of BENCHMARKS.md. A chunk forgotten at the front is kept to take the
-//! next records at the back, so a list at its retention allocates nothing.
+//! The records sit in chunks ([`Chunked`]), not in one ring that doubles: a doubling copied
+//! every record at once, and with 2^19 of them (46 MB, written to fresh pages) it and the id
+//! index's rehash made one decision take 197 to 211 ms on machine I of BENCHMARKS.md. The
+//! oldest are forgotten a whole chunk at a time, whose memory takes the next records.
 
+use super::chunked::{CHUNK, Chunked};
 use super::id_index::{Entry, IdIndex, id_hash};
 use super::state::Finished;
-use std::collections::VecDeque;
-
-/// Records per chunk (about 350 KiB of them).
-const CHUNK: usize = 4096;
 
 /// The most records remembered, whatever the retention: places are kept in 32 bits.
 const MAX_RETAINED: usize = 1 << 31;
@@ -37,21 +34,16 @@ impl Entry for Held {
     }
 }
 
-/// One remembered job: its id and record. `None` only in the slots of a chunk's front that
-/// were forgotten.
+/// One remembered job: its id and record. `None` only in the slots of the first chunk's front
+/// that were forgotten.
 type Slot = Option<(Box<str>, Finished)>;
 
 #[derive(Clone, Debug, Default)]
 pub(crate) struct FinishedJobs {
-    /// Oldest first: every chunk but the last holds [`CHUNK`] slots; the first chunk's first
-    /// `head` slots are forgotten.
-    chunks: VecDeque<Vec<Slot>>,
-    /// Forgotten slots at the front of the first chunk.
+    /// Oldest first; the first `head` slots are forgotten.
+    slots: Chunked<Slot>,
+    /// Forgotten slots at the front of `slots` (fewer than a chunk).
     head: usize,
-    /// Records remembered.
-    len: usize,
-    /// An emptied chunk kept for the next one the back needs.
-    spare: Option<Vec<Slot>>,
     /// Each id's place in finishing order since the engine began: `forgotten` plus its index
     /// among the remembered records, modulo 2^32.
     by_id: IdIndex<Held>,
@@ -59,12 +51,9 @@ pub(crate) struct FinishedJobs {
     forgotten: u64,
 }
 
-/// The record at index `i` (oldest first) of `chunks` whose first chunk starts `head` slots in.
-fn slot(chunks: &VecDeque<Vec<Slot>>, head: usize, i: usize) -> &(Box<str>, Finished) {
-    let at = head + i;
-    chunks[at / CHUNK][at % CHUNK]
-        .as_ref()
-        .expect("a remembered slot")
+/// The record at index `i` (oldest first) of `slots` whose first `head` slots are forgotten.
+fn slot(slots: &Chunked<Slot>, head: usize, i: usize) -> &(Box<str>, Finished) {
+    slots[head + i].as_ref().expect("a remembered slot")
 }
 
 /// The index among the remembered records of the record at `place`, the first of them being
@@ -76,15 +65,15 @@ fn index(place: Held, forgotten: u64) -> usize {
 impl FinishedJobs {
     /// The index of `id`'s record among those remembered.
     fn find(&self, id: &str) -> Option<usize> {
-        let (chunks, head, forgotten) = (&self.chunks, self.head, self.forgotten);
+        let (slots, head, forgotten) = (&self.slots, self.head, self.forgotten);
         let place = self
             .by_id
-            .get(id, |p| &slot(chunks, head, index(p, forgotten)).0)?;
+            .get(id, |p| &slot(slots, head, index(p, forgotten)).0)?;
         Some(index(place, forgotten))
     }
 
     pub fn get(&self, id: &str) -> Option<&Finished> {
-        Some(&slot(&self.chunks, self.head, self.find(id)?).1)
+        Some(&slot(&self.slots, self.head, self.find(id)?).1)
     }
 
     pub fn contains(&self, id: &str) -> bool {
@@ -92,14 +81,13 @@ impl FinishedJobs {
     }
 
     pub fn len(&self) -> usize {
-        self.len
+        self.slots.len() - self.head
     }
 
     /// Oldest first.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &Finished)> {
-        self.chunks
+        self.slots
             .iter()
-            .flatten()
             .skip(self.head)
             .map(|s| s.as_ref().expect("a remembered slot"))
             .map(|(id, f)| (&**id, f))
@@ -107,36 +95,24 @@ impl FinishedJobs {
 
     /// Remembers `id` as the latest to finish; beyond `retention` the oldest is forgotten.
     pub fn push(&mut self, id: Box<str>, f: Finished, retention: usize) {
-        while self.len >= retention.clamp(1, MAX_RETAINED) {
+        while self.len() >= retention.clamp(1, MAX_RETAINED) {
             self.forget_oldest();
         }
         let place = Held {
-            place: (self.forgotten + self.len as u64) as u32,
+            place: (self.forgotten + self.len() as u64) as u32,
             hash: id_hash(&id) as u32,
         };
-        if self.chunks.back().is_none_or(|c| c.len() == CHUNK) {
-            // The first chunk grows as a vector does, so that an engine that finishes a few
-            // jobs holds a few slots; the others are whole from the start.
-            let chunk = match self.spare.take() {
-                Some(chunk) => chunk,
-                None if self.chunks.is_empty() => Vec::new(),
-                None => Vec::with_capacity(CHUNK),
-            };
-            self.chunks.push_back(chunk);
-        }
-        let back = self.chunks.back_mut().expect("a chunk with room");
-        back.push(Some((id, f)));
-        self.len += 1;
-        let (chunks, head, forgotten) = (&self.chunks, self.head, self.forgotten);
-        let last = chunks.back().and_then(|c| c.last()).expect("just pushed");
+        self.slots.push(Some((id, f)));
+        let (slots, head, forgotten) = (&self.slots, self.head, self.forgotten);
+        let last = slots.last().expect("just pushed");
         let id = &last.as_ref().expect("just pushed").0;
         self.by_id
-            .insert(id, place, |p| &slot(chunks, head, index(p, forgotten)).0);
+            .insert(id, place, |p| &slot(slots, head, index(p, forgotten)).0);
     }
 
     /// Forgets the oldest record.
     fn forget_oldest(&mut self) {
-        let Some((old, _)) = self.chunks[0][self.head].take() else {
+        let Some((old, _)) = self.slots[self.head].take() else {
             unreachable!("the oldest slot is remembered");
         };
         // An id remembered twice points at its later place: that stays.
@@ -146,14 +122,9 @@ impl FinishedJobs {
         };
         self.by_id.remove_at(&old, place);
         self.forgotten += 1;
-        self.len -= 1;
         self.head += 1;
-        if self.head == CHUNK || self.len == 0 {
-            let mut emptied = self.chunks.pop_front().expect("the first chunk");
-            emptied.clear();
-            if emptied.capacity() == CHUNK {
-                self.spare = Some(emptied);
-            }
+        if self.head == CHUNK || self.head == self.slots.len() {
+            self.slots.drop_first_chunk();
             self.head = 0;
         }
     }
@@ -231,7 +202,7 @@ mod tests {
                     "retention {retention}, j{i}"
                 );
             }
-            assert!(f.chunks.len() <= retention.div_ceil(CHUNK) + 1);
+            assert!(f.slots.len() <= retention + CHUNK);
         }
     }
 

@@ -10,8 +10,8 @@
 //! The index grows without a pause. A hash table that doubles moves every entry at once, and
 //! moving one here means reading its id (the table keeps no hashes) from a record nobody has
 //! touched for a while: at 2^19 finished jobs (with the finished records' own doubling) that
-//! was one decision taking 197 to 211 ms on machine I of BENCHMARKS.md. Instead, a full table is set aside as `old` and a table twice its size
-//! takes the new entries; every insertion then moves the entries of [`MOVE_BUCKETS`] of the old
+//! was one decision taking 197 to 211 ms on machine I of BENCHMARKS.md. Instead, a full table
+//! is set aside as `old` and a table twice its size takes the new entries; every insertion then moves the entries of [`MOVE_BUCKETS`] of the old
 //! table's buckets, so the old one is empty long before the new one fills. Look-ups and
 //! removals search both while a move is under way. Moving an entry needs its id's hash: an
 //! entry may carry it ([`Entry::hash`]), as the finished jobs' do, so that a move reads no

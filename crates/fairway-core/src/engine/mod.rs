@@ -507,7 +507,7 @@ impl Engine {
         match self.shape_kind {
             TreeShape::Flat => {
                 let weight = self.tenants[t.ix()].weight;
-                let n = self.add_node(Some(NodeIdx(0)), NodeKind::Flat(t), weight, true);
+                let n = self.add_node(Some(NodeIdx(0)), NodeKind::Flat(t), weight);
                 self.tenants[t.ix()].node = Some(n);
             }
             TreeShape::Hierarchical => {
@@ -516,7 +516,7 @@ impl Engine {
                     None => NodeIdx(0),
                 };
                 let weight = self.tenants[t.ix()].weight;
-                let n = self.add_node(Some(parent), NodeKind::Tenant(t), weight, false);
+                let n = self.add_node(Some(parent), NodeKind::Tenant(t), weight);
                 self.tenants[t.ix()].node = Some(n);
             }
         }
@@ -527,10 +527,9 @@ impl Engine {
         parent: Option<NodeIdx>,
         kind: NodeKind,
         weight: Weight,
-        leaf: bool,
     ) -> NodeIdx {
         let n = NodeIdx(self.nodes.len() as u32);
-        self.nodes.push(Node::new(parent, kind, weight, leaf));
+        self.nodes.push(Node::new(parent, kind, weight));
         n
     }
 
@@ -544,7 +543,7 @@ impl Engine {
                 }
                 let parent = self.tenants[t.ix()].node.expect("tenant node");
                 let weight = self.classes[class as usize].policy.weight;
-                let n = self.add_node(Some(parent), NodeKind::Band(t, class), weight, true);
+                let n = self.add_node(Some(parent), NodeKind::Band(t, class), weight);
                 self.tenants[t.ix()].bands.insert(class, n);
                 n
             }
@@ -702,7 +701,7 @@ impl Engine {
     fn rebuild_tree(&mut self) {
         self.shape_kind = tree_shape(self.policy.name);
         self.nodes.clear();
-        self.add_node(None, NodeKind::Root, Weight::ONE, false);
+        self.add_node(None, NodeKind::Root, Weight::ONE);
         for t in 0..self.tenants.len() {
             let t = TenantIdx(t as u32);
             self.tenants[t.ix()].node = None;

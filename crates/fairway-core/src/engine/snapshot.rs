@@ -630,20 +630,16 @@ impl Engine {
         }
         for n in &s.nodes {
             let tenant = TenantIdx(n.tenant);
-            let (kind, weight, leaf) = match n.kind {
-                0 => (NodeKind::Root, Weight::ONE, false),
-                1 => (NodeKind::Tenant(tenant), e.tenant_weight(tenant)?, false),
-                2 => (
-                    NodeKind::Band(tenant, n.class),
-                    e.class_weight(n.class)?,
-                    true,
-                ),
-                3 => (NodeKind::Flat(tenant), e.tenant_weight(tenant)?, true),
+            let (kind, weight) = match n.kind {
+                0 => (NodeKind::Root, Weight::ONE),
+                1 => (NodeKind::Tenant(tenant), e.tenant_weight(tenant)?),
+                2 => (NodeKind::Band(tenant, n.class), e.class_weight(n.class)?),
+                3 => (NodeKind::Flat(tenant), e.tenant_weight(tenant)?),
                 k => return Err(format!("snapshot node kind {k} unknown")),
             };
             let parent = (n.parent != u32::MAX).then_some(NodeIdx(n.parent));
             let idx = NodeIdx(e.nodes.len() as u32);
-            let mut node = Node::new(parent, kind, weight, leaf);
+            let mut node = Node::new(parent, kind, weight);
             node.vtime = n.vtime;
             node.child_v = n.child_v;
             node.drr = n.drr;

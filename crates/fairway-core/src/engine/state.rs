@@ -453,8 +453,8 @@ pub(crate) struct Node {
 }
 
 impl Node {
-    pub fn new(parent: Option<NodeIdx>, kind: NodeKind, weight: Weight, is_leaf: bool) -> Node {
-        debug_assert_eq!(is_leaf, Node::kind_is_leaf(kind), "{kind:?}");
+    /// A node of `kind`; bands and flat tenants are leaves and get an empty queue.
+    pub fn new(parent: Option<NodeIdx>, kind: NodeKind, weight: Weight) -> Node {
         Node {
             parent,
             kind,
@@ -470,12 +470,10 @@ impl Node {
             counts: SmallMap::default(),
             keyed: SmallMap::default(),
             index: SmallMap::default(),
-            leaf: is_leaf.then(LeafQueue::default),
+            leaf: Node::kind_is_leaf(kind).then(LeafQueue::default),
         }
     }
-}
 
-impl Node {
     /// Whether a node of this kind is a leaf (holds a queue): bands and flat tenants.
     pub fn kind_is_leaf(kind: NodeKind) -> bool {
         matches!(kind, NodeKind::Band(..) | NodeKind::Flat(_))
