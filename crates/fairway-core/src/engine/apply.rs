@@ -313,9 +313,8 @@ impl Engine {
             progress: Dur::ZERO,
             wfq_tag: to_wns(wfq_tag),
             leaf: NodeIdx(0),
-            order: OrderKey::Fixed(1, 0),
+            order: OrderKey::Fixed(1, 0).into(),
             cost_wns: to_wns(cost),
-            first_start: Time::MAX,
             retry: false,
             digest: spec_digest(spec),
             attempt: None,
@@ -441,9 +440,6 @@ impl Engine {
         job.attempts = grant.attempt;
         job.epoch = grant.epoch;
         job.retry = false;
-        if job.first_start == Time::MAX {
-            job.first_start = grant.at;
-        }
         job.attempt = Some(Box::new(Attempt {
             number: grant.attempt,
             epoch: grant.epoch,

@@ -663,7 +663,7 @@ impl Engine {
         for j in queued {
             let job = self.job(j);
             let was = &old[job.class as usize];
-            let cap_at = match job.order {
+            let cap_at = match job.order.into() {
                 OrderKey::Ramp(_) => was.cap_at(job.enqueued),
                 _ => None,
             };

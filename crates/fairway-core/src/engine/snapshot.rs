@@ -312,6 +312,8 @@ struct JobSnap<'a> {
     wfq_tag: u128,
     order: OrderKey,
     cost: u128,
+    /// When the job first started. The engine no longer keeps it (nothing decided by it):
+    /// written as `None`, ignored when read; the field stays so that older snapshots decode.
     first_start: Option<Time>,
     retry: bool,
     digest: u64,
@@ -419,9 +421,9 @@ impl Engine {
             downgraded: j.downgraded,
             progress: j.progress,
             wfq_tag: j.wfq_tag as u128,
-            order: j.order,
+            order: j.order.into(),
             cost: j.cost(),
-            first_start: (j.first_start != Time::MAX).then_some(j.first_start),
+            first_start: None,
             retry: j.retry,
             digest: j.digest,
             attempt: j.attempt.as_ref().map(|a| AttemptSnap {
@@ -819,9 +821,8 @@ impl Engine {
             progress: j.progress,
             wfq_tag: super::state::to_wns(j.wfq_tag),
             leaf: NodeIdx(0),
-            order: j.order,
+            order: j.order.into(),
             cost_wns: super::state::to_wns(j.cost),
-            first_start: j.first_start.unwrap_or(Time::MAX),
             retry: j.retry,
             digest: j.digest,
             attempt: j.attempt.as_ref().map(|a| {

@@ -73,7 +73,7 @@ impl Engine {
     /// The order key a restored job had, with its pending aging cap re-armed.
     fn restored_order_key(&mut self, j: JobIdx) -> OrderKey {
         let job = self.job(j);
-        let key = job.order;
+        let key = job.order.into();
         if let OrderKey::Ramp(_) = key
             && let Some(cap_at) =
                 OrderParams::of(&self.classes[job.class as usize].policy).cap_at(job.enqueued)
@@ -109,7 +109,7 @@ impl Engine {
         {
             let job = self.job_mut(j);
             job.leaf = leaf;
-            job.order = key;
+            job.order = key.into();
             job.state = JobState::Queued;
         }
         self.nodes[leaf.ix()]
@@ -169,7 +169,7 @@ impl Engine {
             (
                 job.leaf,
                 job.shape,
-                job.order,
+                OrderKey::from(job.order),
                 job.seq,
                 job.class,
                 job.cost(),
