@@ -84,7 +84,7 @@ impl Engine {
             }
             Event::JobEligible { job, .. } => {
                 let j = self.lookup(job);
-                let nb = self.job(j).not_before;
+                let nb = self.job(j).deferred_until();
                 self.deferred.remove(&(nb, j));
                 self.job_mut(j).enqueued = self.now;
                 self.enqueue(j);
@@ -236,7 +236,7 @@ impl Engine {
         match self.job(j).state {
             JobState::Queued => self.dequeue(j),
             JobState::Deferred => {
-                let nb = self.job(j).not_before;
+                let nb = self.job(j).deferred_until();
                 self.deferred.remove(&(nb, j));
             }
             other => panic!("job is {other:?}, not waiting"),
@@ -303,7 +303,6 @@ impl Engine {
             enqueued: not_before,
             estimate,
             deadline: spec.deadline.unwrap_or(Time::MAX),
-            not_before,
             max_attempts,
             attempts: 0,
             failures: 0,
@@ -664,7 +663,6 @@ impl Engine {
                     Some(nb) if nb > at => {
                         let job = self.job_mut(j);
                         job.state = JobState::Deferred;
-                        job.not_before = nb;
                         job.enqueued = nb;
                         self.deferred.insert((nb, j));
                     }

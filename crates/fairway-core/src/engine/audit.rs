@@ -99,7 +99,7 @@ impl Engine {
                 JobState::Deferred => {
                     if !self
                         .deferred
-                        .contains(&(job.not_before, crate::ids::JobIdx(i as u32)))
+                        .contains(&(job.deferred_until(), crate::ids::JobIdx(i as u32)))
                     {
                         return Err(format!("deferred job {} has no timer", job.id));
                     }

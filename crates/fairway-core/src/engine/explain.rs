@@ -189,7 +189,7 @@ impl Engine {
                     .collect();
             }
             JobState::Deferred => reasons.push(WaitReason::Deferred {
-                until: self.job(j).not_before,
+                until: self.job(j).deferred_until(),
             }),
             JobState::Queued => reasons = self.wait_reasons(j),
             _ => {}

@@ -368,7 +368,7 @@ impl Engine {
                 attempt: job.attempts,
                 epoch: job.epoch,
                 arrival: job.arrival,
-                not_before: (job.state == JobState::Deferred).then_some(job.not_before),
+                not_before: (job.state == JobState::Deferred).then_some(job.deferred_until()),
                 workers: attempt
                     .map(|a| {
                         a.placements

@@ -301,6 +301,8 @@ struct JobSnap<'a> {
     enqueued: Time,
     estimate: Dur,
     deadline: Time,
+    /// A deferred job's not-before time (for any other job, when it entered its queue: the
+    /// engine keeps one time for both, `Job::enqueued`).
     not_before: Time,
     max_attempts: u32,
     attempts: u32,
@@ -412,7 +414,7 @@ impl Engine {
             enqueued: j.enqueued,
             estimate: j.estimate,
             deadline: j.deadline,
-            not_before: j.not_before,
+            not_before: j.deferred_until(),
             max_attempts: j.max_attempts,
             attempts: j.attempts,
             failures: j.failures,
@@ -808,10 +810,14 @@ impl Engine {
             state: j.state,
             seq: j.seq,
             arrival: j.arrival,
-            enqueued: j.enqueued,
+            // A deferred job enters its queue at its not-before time (`Job::deferred_until`).
+            enqueued: if j.state == JobState::Deferred {
+                j.not_before
+            } else {
+                j.enqueued
+            },
             estimate: j.estimate,
             deadline: j.deadline,
-            not_before: j.not_before,
             max_attempts: j.max_attempts,
             attempts: j.attempts,
             failures: j.failures,
@@ -920,7 +926,7 @@ impl Engine {
                 j.failures,
                 j.estimate.0,
                 j.progress.0,
-                j.not_before.0,
+                j.deferred_until().0,
                 j.deadline.0,
                 j.cost()
             );
@@ -1068,6 +1074,42 @@ mod tests {
         let bytes = e.snapshot();
         let decoded: SnapshotRecord = postcard::from_bytes(&bytes).expect("decodes");
         assert_eq!(postcard::to_stdvec(&decoded).expect("encodes"), bytes);
+    }
+
+    /// A deferred job keeps its not-before time through a snapshot (the record holds it as
+    /// its `enqueued`): restored, it still waits, is told `Deferred` until that time on a
+    /// resubmission, and becomes eligible exactly then, not before.
+    #[test]
+    fn a_deferred_job_waits_for_its_time_after_a_restore() {
+        let mut e = Engine::new(Time::ZERO, Policy::built_in(), EngineConfig::default());
+        let mut later = JobSpec::new("later", "acme");
+        later.not_before = Some(Time(5_000));
+        assert!(matches!(
+            e.submit(Time(1), later.clone()),
+            crate::Admission::Deferred {
+                until: Time(5_000),
+                ..
+            }
+        ));
+        e.submit(Time(2), JobSpec::new("now", "acme"));
+        let restored = Engine::restore(&e.snapshot(), EngineConfig::default()).expect("restores");
+        restored.audit().expect("audit");
+        assert_eq!(restored.durable_view(), e.durable_view());
+        for mut engine in [e, restored] {
+            assert!(matches!(
+                engine.submit(Time(3), later.clone()),
+                crate::Admission::Deferred {
+                    until: Time(5_000),
+                    duplicate: true,
+                    ..
+                }
+            ));
+            engine.tick(Time(4_999));
+            assert_eq!(engine.queued_jobs, 1, "still deferred at 4,999");
+            engine.tick(Time(5_000));
+            assert_eq!(engine.queued_jobs, 2, "eligible at 5,000");
+            engine.audit().expect("audit");
+        }
     }
 
     /// A snapshot written before V2 (no meters) still restores: the same jobs and books, and

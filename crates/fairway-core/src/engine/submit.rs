@@ -178,7 +178,7 @@ impl Engine {
             return Some(if job.state == JobState::Deferred && job.attempts == 0 {
                 Admission::Deferred {
                     job: spec.id.clone(),
-                    until: job.not_before,
+                    until: job.deferred_until(),
                     duplicate: true,
                 }
             } else {
