@@ -1121,7 +1121,7 @@ impl Engine {
             if shape != s {
                 continue;
             }
-            for k in set.iter().take(4) {
+            for k in set.keys().take(4) {
                 let node = &self.nodes[k.node().ix()];
                 let queue = match node.kind {
                     NodeKind::Tenant(t) | NodeKind::Flat(t) | NodeKind::Band(t, _) => {

@@ -102,6 +102,35 @@ impl<K: Ord + Copy, V> SmallMap<K, V> {
         }
     }
 
+    /// Moves the value of `old` to the key `new` (`new` must be absent or `old`); false when
+    /// `old` has none. The map keeps its form: a re-key in a map of two entries neither frees
+    /// nor allocates, as a removal and an insertion would.
+    pub fn replace_key(&mut self, old: &K, new: K) -> bool {
+        match self {
+            SmallMap::One(Some((k, _))) if k == old => {
+                *k = new;
+                true
+            }
+            SmallMap::One(_) => false,
+            SmallMap::Many(m) => match m.remove(old) {
+                Some(value) => {
+                    m.insert(new, value);
+                    true
+                }
+                None => false,
+            },
+        }
+    }
+
+    /// The smallest key.
+    #[inline]
+    pub fn first_key(&self) -> Option<&K> {
+        match self {
+            SmallMap::One(e) => e.as_ref().map(|(k, _)| k),
+            SmallMap::Many(m) => m.first_key_value().map(|(k, _)| k),
+        }
+    }
+
     /// The keys in order.
     pub fn keys(&self) -> impl Iterator<Item = &K> {
         self.into_iter().map(|(k, _)| k)
@@ -225,6 +254,7 @@ mod tests {
         Insert(u8, u32),
         Remove(u8),
         Bump(u8),
+        Rekey(u8, u8),
     }
 
     fn op() -> impl Strategy<Value = Op> {
@@ -233,6 +263,7 @@ mod tests {
             (0u8..5, any::<u32>()).prop_map(|(k, v)| Op::Insert(k, v)),
             (0u8..5).prop_map(Op::Remove),
             (0u8..5).prop_map(Op::Bump),
+            (0u8..5, 0u8..5).prop_map(|(old, new)| Op::Rekey(old, new)),
         ]
     }
 
@@ -247,8 +278,9 @@ mod tests {
     }
 
     proptest! {
-        // Proves: every operation answers as a BTreeMap's does, and the map then holds the
-        // same entries in the same order, inline or spilled.
+        // Proves: every operation answers as a BTreeMap's does (a re-key as a removal and an
+        // insertion), and the map then holds the same entries in the same order, inline or
+        // spilled, with the same smallest key.
         #[test]
         fn behaves_as_an_ordered_map(ops in proptest::collection::vec(op(), 0..40)) {
             let mut small = SmallMap::<u8, u32>::default();
@@ -261,7 +293,14 @@ mod tests {
                         *small.get_or_insert_with(k, || 0) += 1;
                         *model.entry(k).or_insert(0) += 1;
                     }
+                    // A re-key moves an entry to a key no other entry has.
+                    Op::Rekey(old, new) if new == old || !model.contains_key(&new) => {
+                        let moved = model.remove(&old).map(|v| model.insert(new, v)).is_some();
+                        prop_assert_eq!(small.replace_key(&old, new), moved);
+                    }
+                    Op::Rekey(..) => {}
                 }
+                prop_assert_eq!(small.first_key(), model.first_key_value().map(|(k, _)| k));
                 let entries: Vec<(u8, u32)> = (&small).into_iter().map(|(k, v)| (*k, *v)).collect();
                 let want: Vec<(u8, u32)> = model.iter().map(|(k, v)| (*k, *v)).collect();
                 prop_assert_eq!(&entries, &want);

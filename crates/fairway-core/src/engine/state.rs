@@ -369,36 +369,71 @@ pub(crate) enum NodeKind {
 /// `primary` (a virtual time, a round, a tag) is kept to 120 bits, saturating: a `fair` node's
 /// virtual time reaches 2^120 after about 4 * 10^10 worker-years of service at weight 1, so no
 /// real order changes; past it, equal keys fall back to `secondary` and the node's index.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+///
+/// The two words are kept as 64-bit halves, so that a key is aligned to 8 bytes, not 16: a
+/// node's index then holds one child's key inline with no padding, within the node's first
+/// four cache lines (`Node`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct NodeKey {
-    /// tier << 120 | primary.
-    hi: u128,
-    /// secondary << 32 | node.
-    lo: u128,
+    /// tier << 120 | primary, high half first.
+    hi: [u64; 2],
+    /// secondary << 32 | node, high half first.
+    lo: [u64; 2],
+}
+
+impl Ord for NodeKey {
+    #[inline]
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.hi(), self.lo()).cmp(&(other.hi(), other.lo()))
+    }
+}
+
+impl PartialOrd for NodeKey {
+    #[inline]
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
 }
 
 impl NodeKey {
     const PRIMARY_MAX: u128 = (1 << 120) - 1;
 
     pub fn new(tier: u8, primary: u128, secondary: u64, node: NodeIdx) -> NodeKey {
+        let halves = |x: u128| [(x >> 64) as u64, x as u64];
         NodeKey {
-            hi: (tier as u128) << 120 | primary.min(Self::PRIMARY_MAX),
-            lo: (secondary as u128) << 32 | node.0 as u128,
+            hi: halves((tier as u128) << 120 | primary.min(Self::PRIMARY_MAX)),
+            lo: halves((secondary as u128) << 32 | node.0 as u128),
         }
     }
 
+    #[inline]
+    fn hi(&self) -> u128 {
+        (self.hi[0] as u128) << 64 | self.hi[1] as u128
+    }
+
+    #[inline]
+    fn lo(&self) -> u128 {
+        (self.lo[0] as u128) << 64 | self.lo[1] as u128
+    }
+
     pub fn tier(&self) -> u8 {
-        (self.hi >> 120) as u8
+        (self.hi() >> 120) as u8
     }
 
     pub fn primary(&self) -> u128 {
-        self.hi & Self::PRIMARY_MAX
+        self.hi() & Self::PRIMARY_MAX
     }
 
     pub fn node(&self) -> NodeIdx {
-        NodeIdx(self.lo as u32)
+        NodeIdx(self.lo[1] as u32)
     }
 }
+
+/// Children's keys in a node's index for one (group, shape), smallest first: a set, as a map to
+/// nothing. A tenant's node usually has one child with work (its one band), whose key then
+/// sits in the node itself; as a `BTreeSet` it was a heap node of its own, one more cache miss
+/// on the way down to the leaf of a tenant not visited for a while.
+pub(crate) type KeySet = SmallMap<NodeKey, ()>;
 
 /// A leaf's queue.
 #[derive(Clone, Debug, Default)]
@@ -419,7 +454,8 @@ pub(crate) struct QueuedCost {
 ///
 /// `repr(C, align(64))` keeps the fields in the order written, on whole cache lines: what
 /// every grant and attempt end reads or writes of any node (balances, books, its keys and its
-/// children's index) fills the first four lines; then a leaf's queue and meters, which only
+/// children's index, with a lone child's key inline: 248 bytes) fills the first four lines;
+/// then a leaf's queue and meters, which only
 /// a leaf's decisions touch (whether it is a leaf is told from `kind`, on the first line);
 /// DRR's state last. A node not visited for a while (under `fair` the next tenant usually is
 /// one) then costs an inner node four lines and a leaf eight, where the 560-byte record in the
@@ -448,7 +484,7 @@ pub(crate) struct Node {
     /// Demand running under this node.
     pub alloc: ResVec,
     /// Children with work of shape s for group g, by key.
-    pub index: SmallMap<(GroupId, ShapeId), BTreeSet<NodeKey>>,
+    pub index: SmallMap<(GroupId, ShapeId), KeySet>,
     /// The key under which this node sits in its parent's index, per (group, shape).
     pub keyed: SmallMap<(GroupId, ShapeId), NodeKey>,
     /// Leaves under this node whose head for group g has shape s.
@@ -491,7 +527,7 @@ impl Node {
         matches!(kind, NodeKind::Band(..) | NodeKind::Flat(_))
     }
 
-    /// Whether it is a leaf, told from its first cache line (its queue starts on the fifth).
+    /// Whether it is a leaf, told from its first cache line (its queue starts at the end of the fourth).
     pub fn is_leaf(&self) -> bool {
         Node::kind_is_leaf(self.kind)
     }

@@ -416,23 +416,27 @@ impl Engine {
                 .index
                 .get_mut(&(g, s))
                 .expect("index set of a keyed node");
-            let removed = set.remove(&old);
-            assert!(
-                removed,
-                "node {n:?} was not under its key in its parent's index"
-            );
             match new_key {
                 // Re-keyed (a charge, a release): it moves inside the same set, which stays,
                 // and its entry in `keyed` is updated in place.
                 Some(new) => {
-                    set.insert(new);
+                    let moved = set.replace_key(&old, new);
+                    assert!(
+                        moved,
+                        "node {n:?} was not under its key in its parent's index"
+                    );
                     *self.nodes[n.ix()]
                         .keyed
                         .get_mut(&(g, s))
                         .expect("keyed above") = new;
                 }
                 None => {
-                    if set.is_empty() {
+                    let removed = set.remove(&old).is_some();
+                    assert!(
+                        removed,
+                        "node {n:?} was not under its key in its parent's index"
+                    );
+                    if set.len() == 0 {
                         self.nodes[parent.ix()].index.remove(&(g, s));
                     }
                     self.nodes[n.ix()].keyed.remove(&(g, s));
@@ -442,7 +446,7 @@ impl Engine {
             self.nodes[parent.ix()]
                 .index
                 .get_or_insert_with((g, s), Default::default)
-                .insert(new);
+                .insert(new, ());
             self.nodes[n.ix()].keyed.insert((g, s), new);
         }
     }
@@ -634,9 +638,9 @@ impl Engine {
                     continue;
                 }
                 let first = if lazy_limits {
-                    set.iter().find(|k| self.eligible(k.node(), s)).copied()
+                    set.keys().find(|k| self.eligible(k.node(), s)).copied()
                 } else {
-                    set.first().copied()
+                    set.first_key().copied()
                 };
                 if let Some(k) = first
                     && best.is_none_or(|b| k < b)
