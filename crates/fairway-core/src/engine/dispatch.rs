@@ -303,6 +303,7 @@ impl Engine {
         if self.policy.preemption && self.policy.name == PolicyName::Fair {
             self.preempt_where_owed();
         }
+        self.prefetch_next_node();
         leases
     }
 

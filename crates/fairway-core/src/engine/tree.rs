@@ -653,6 +653,27 @@ impl Engine {
         }
     }
 
+    /// Asks the CPU to start loading the first four lines of the node the next decision will
+    /// likely descend to first (the smallest key in the root's first index set), so that what
+    /// follows this decision (an attempt's end, the server's commit) overlaps that cache miss
+    /// instead of the next decision waiting for it: with 10^4 tenants under `fair` the next
+    /// tenant is usually one not visited for a while. A hint only: no state, no result changes.
+    pub(crate) fn prefetch_next_node(&self) {
+        #[cfg(target_arch = "x86_64")]
+        if let Some((_, set)) = (&self.nodes[0].index).into_iter().next()
+            && let Some(key) = set.first_key()
+            && let Some(node) = self.nodes.get(key.node().ix())
+        {
+            use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+            let base = (node as *const super::state::Node).cast::<i8>();
+            for line in 0..4 {
+                // SAFETY: a prefetch reads nothing architecturally (any address is allowed),
+                // and SSE, which it needs, is part of every x86_64 CPU.
+                unsafe { _mm_prefetch::<_MM_HINT_T0>(base.wrapping_add(64 * line)) };
+            }
+        }
+    }
+
     /// Whether every node of `path` may take a job of shape `s` for group `g`: indexed under
     /// it in its parent (which the limits decide when the node is keyed), or, where limits are
     /// checked lazily, eligible now.
