@@ -63,6 +63,14 @@ fn index(place: Held, forgotten: u64) -> usize {
 }
 
 impl FinishedJobs {
+    /// None remembered, with room to index `n` before the index first grows (a restore).
+    pub fn with_capacity(n: usize) -> Self {
+        FinishedJobs {
+            by_id: IdIndex::with_capacity(n),
+            ..Default::default()
+        }
+    }
+
     /// The index of `id`'s record among those remembered.
     fn find(&self, id: &str) -> Option<usize> {
         let (slots, head, forgotten) = (&self.slots, self.head, self.forgotten);

@@ -682,6 +682,9 @@ impl Engine {
         e.seq = s.seq;
         e.jobs = (0..s.job_slots).map(|_| None).collect();
         e.free_jobs = s.free_jobs.clone();
+        // The id indexes are sized for what they will hold: they index it without growing.
+        e.job_by_id = super::id_index::IdIndex::with_capacity(s.jobs.len());
+        e.finished = FinishedJobs::with_capacity(s.finished.len());
         let mut queued: Vec<(u64, JobIdx)> = Vec::new();
         for j in &s.jobs {
             let idx = JobIdx(j.slot);
