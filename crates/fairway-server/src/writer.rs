@@ -466,8 +466,16 @@ pub fn recover<S: EventStore>(
         Engine::new(now, policy, config)
     } else {
         let mut engine = match &recovered.snapshot {
-            Some((lsn, bytes)) => Engine::restore(bytes, config)
-                .map_err(|e| format!("restoring the snapshot at LSN {lsn}: {e}"))?,
+            Some((lsn, bytes)) => {
+                // The jobs the tail will add, so the id index is sized for them up front.
+                let accepted = recovered
+                    .events
+                    .iter()
+                    .filter(|(_, e)| matches!(e, Event::JobAccepted { .. }))
+                    .count();
+                Engine::restore_with_room(bytes, config, accepted)
+                    .map_err(|e| format!("restoring the snapshot at LSN {lsn}: {e}"))?
+            }
             None => Engine::for_replay(config),
         };
         for (_, event) in &recovered.events {

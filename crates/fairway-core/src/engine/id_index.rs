@@ -143,6 +143,12 @@ impl<P: Entry> IdIndex<P> {
         self.table.len() + self.old.len()
     }
 
+    /// Whether a full table is set aside and being emptied into its successor.
+    #[cfg(test)]
+    pub fn is_growing(&self) -> bool {
+        !self.old.is_empty()
+    }
+
     /// Sets the full table aside and starts a table with room for twice its entries (a move
     /// still under way, which the sizing above rules out, is finished first).
     fn start_growing<'a>(&mut self, id_of: &impl Fn(P) -> &'a str) {
