@@ -213,8 +213,8 @@ mod tests {
         for (i, n) in names.iter().enumerate() {
             sized.insert(n, i as u32, id_of);
             grown.insert(n, i as u32, id_of);
-            assert!(sized.old.is_empty(), "the sized index grew at {i}");
-            grown_moved |= !grown.old.is_empty();
+            assert!(!sized.is_growing(), "the sized index grew at {i}");
+            grown_moved |= grown.is_growing();
         }
         assert!(grown_moved, "a default index grows on the way to 10,000");
         for (i, n) in names.iter().enumerate() {

@@ -35,6 +35,10 @@ impl<K: Ord + Copy, V> SmallMap<K, V> {
         }
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     #[inline]
     pub fn get(&self, key: &K) -> Option<&V> {
         match self {

@@ -527,7 +527,8 @@ impl Node {
         matches!(kind, NodeKind::Band(..) | NodeKind::Flat(_))
     }
 
-    /// Whether it is a leaf, told from its first cache line (its queue starts at the end of the fourth).
+    /// Whether it is a leaf, told from its first cache line (its queue starts at the end of
+    /// the fourth).
     pub fn is_leaf(&self) -> bool {
         Node::kind_is_leaf(self.kind)
     }

@@ -436,7 +436,7 @@ impl Engine {
                         removed,
                         "node {n:?} was not under its key in its parent's index"
                     );
-                    if set.len() == 0 {
+                    if set.is_empty() {
                         self.nodes[parent.ix()].index.remove(&(g, s));
                     }
                     self.nodes[n.ix()].keyed.remove(&(g, s));
