@@ -324,7 +324,15 @@ impl FromRequestParts<App> for JobId {
 
 /// Parses a JSON body: a syntax error is 400 `malformed_json`; a well-formed body of the wrong
 /// shape (unknown or missing field, bad value) is 422 `invalid`, naming the field.
+///
+/// A well-formed body is read once, without tracking where the reader is; only a body that
+/// fails is read again with the path tracked, for an error that names the field.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    serde_json::from_slice(bytes).or_else(|_| parse_json_tracked(bytes))
+}
+
+/// [`parse_json`] with the path tracked: the same value, or the error naming the field.
+fn parse_json_tracked<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let value: T = serde_path_to_error::deserialize(&mut de).map_err(shape_error)?;
     de.end()
