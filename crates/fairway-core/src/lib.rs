@@ -13,6 +13,7 @@ pub mod config;
 mod engine;
 pub mod event;
 pub mod hash;
+mod hint;
 pub mod ids;
 pub mod job;
 pub mod policy;

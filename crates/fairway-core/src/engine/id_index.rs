@@ -15,7 +15,8 @@
 //! table's buckets, so the old one is empty long before the new one fills. Look-ups and
 //! removals search both while a move is under way. Moving an entry needs its id's hash: an
 //! entry may carry it ([`Entry::hash`]), as the finished jobs' do, so that a move reads no
-//! record at all; the live jobs' entries stay 4 bytes and their moves read the ids.
+//! record at all; the live jobs' entries stay 4 bytes and their moves read the ids, a few
+//! buckets' worth at a time with their misses overlapped ([`IdIndex::move_some`]).
 
 use crate::hash::FxHasher;
 use hashbrown::HashTable;
@@ -166,12 +167,29 @@ impl<P: Entry> IdIndex<P> {
             return;
         }
         let end = (self.cursor + MOVE_BUCKETS).min(self.old.num_buckets());
+        // The entries are taken out, then their ids read and fetched, then hashed and
+        // inserted, each step over all of them: reading an id means reading a record nobody
+        // has touched for a while, then the id's bytes, and as those reads do not depend on
+        // one another the processor overlaps their misses instead of waiting out each in turn.
+        let mut places = [None::<P>; MOVE_BUCKETS];
+        let mut n = 0;
         for bucket in self.cursor..end {
             if let Ok(entry) = self.old.get_bucket_entry(bucket) {
-                let (p, _) = entry.remove();
-                self.table
-                    .insert_unique(hash_of(p, id_of), p, |&q| hash_of(q, id_of));
+                places[n] = Some(entry.remove().0);
+                n += 1;
             }
+        }
+        let ids: [&str; MOVE_BUCKETS] = std::array::from_fn(|i| match places[i] {
+            Some(p) if p.hash().is_none() => {
+                let id = id_of(p);
+                crate::hint::prefetch(id.as_ptr());
+                id
+            }
+            _ => "",
+        });
+        for (p, id) in places.into_iter().flatten().zip(ids) {
+            let hash = p.hash().unwrap_or_else(|| id_hash(id));
+            self.table.insert_unique(hash, p, |&q| hash_of(q, id_of));
         }
         self.cursor = end;
         if self.old.is_empty() || self.cursor == self.old.num_buckets() {

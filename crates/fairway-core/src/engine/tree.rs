@@ -659,17 +659,13 @@ impl Engine {
     /// instead of the next decision waiting for it: with 10^4 tenants under `fair` the next
     /// tenant is usually one not visited for a while. A hint only: no state, no result changes.
     pub(crate) fn prefetch_next_node(&self) {
-        #[cfg(target_arch = "x86_64")]
         if let Some((_, set)) = (&self.nodes[0].index).into_iter().next()
             && let Some(key) = set.first_key()
             && let Some(node) = self.nodes.get(key.node().ix())
         {
-            use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-            let base = (node as *const super::state::Node).cast::<i8>();
+            let base = (node as *const super::state::Node).cast::<u8>();
             for line in 0..4 {
-                // SAFETY: a prefetch reads nothing architecturally (any address is allowed),
-                // and SSE, which it needs, is part of every x86_64 CPU.
-                unsafe { _mm_prefetch::<_MM_HINT_T0>(base.wrapping_add(64 * line)) };
+                crate::hint::prefetch(base.wrapping_add(64 * line));
             }
         }
     }
