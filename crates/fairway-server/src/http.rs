@@ -445,19 +445,19 @@ async fn submit_batch(
 ) -> Result<Json<BatchSubmitReply>, ApiError> {
     let caller = app.caller(&headers)?;
     allow(&caller, Allowed::Producers)?;
-    let body: BatchSubmitBody = parse_json(&body)?;
+    let items = batch_items(&body)?;
     let max = app.limits().max_batch;
-    if body.jobs.len() > max {
+    if items.len() > max {
         return Err(ApiError::too_large(format!(
             "field `jobs`: {} jobs, more than the limit of {max}",
-            body.jobs.len()
+            items.len()
         )));
     }
     // Each slot is either a refusal already known, or the index of a job sent to the engine.
-    let mut slots: Vec<Result<usize, BatchSubmitResult>> = Vec::with_capacity(body.jobs.len());
+    let mut slots: Vec<Result<usize, BatchSubmitResult>> = Vec::with_capacity(items.len());
     let mut jobs = Vec::new();
-    for (i, item) in body.jobs.into_iter().enumerate() {
-        let prepared = parse_item::<SubmitBody>(&item)
+    for (i, item) in items.into_iter().enumerate() {
+        let prepared = item
             .map_err(|e| {
                 Box::new((
                     e.status,
@@ -503,6 +503,23 @@ async fn submit_batch(
         })
         .collect();
     Ok(Json(BatchSubmitReply { results }))
+}
+
+/// The jobs of a batch body, each read or refused on its own. A body whose every job is well
+/// formed (the common case) is read in one pass; otherwise it is read again as a list of
+/// JSON texts, each then read alone, so that a bad job is refused in its slot and the others
+/// still go in.
+fn batch_items(body: &[u8]) -> Result<Vec<Result<SubmitBody, ApiError>>, ApiError> {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct WellFormed {
+        jobs: Vec<SubmitBody>,
+    }
+    if let Ok(batch) = serde_json::from_slice::<WellFormed>(body) {
+        return Ok(batch.jobs.into_iter().map(Ok).collect());
+    }
+    let batch: BatchSubmitBody = parse_json(body)?;
+    Ok(batch.jobs.iter().map(|item| parse_item(item)).collect())
 }
 
 /// A job's state.
