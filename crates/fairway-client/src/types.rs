@@ -229,42 +229,41 @@ impl TryFrom<BatchResultFields> for BatchResult {
         let not_before = f.not_before.as_deref().and_then(|t| {
             OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339).ok()
         });
-        let reply = match (f.outcome.as_deref(), f.job_id, f.reason) {
-            (Some("accepted"), Some(job_id), _) => {
-                Some(SubmitReply::Accepted { job_id, duplicate })
+        let body = match (f.outcome.as_deref(), f.job_id, f.reason, not_before) {
+            (Some("accepted"), Some(job_id), _, _) => {
+                BatchItem::Reply(SubmitReply::Accepted { job_id, duplicate })
             }
-            (Some("deferred"), Some(job_id), _) => {
-                not_before.map(|not_before| SubmitReply::Deferred {
+            (Some("deferred"), Some(job_id), _, Some(not_before)) => {
+                BatchItem::Reply(SubmitReply::Deferred {
                     job_id,
                     not_before,
                     duplicate,
                 })
             }
-            (Some("rejected_retryable"), _, Some(reason)) => Some(SubmitReply::RejectedRetryable {
-                reason,
-                message: message.clone(),
-                retry_after_ms: f.retry_after_ms.unwrap_or(0),
-            }),
-            (Some("rejected_final"), _, Some(reason)) => Some(SubmitReply::RejectedFinal {
-                reason,
-                message: message.clone(),
-            }),
-            _ => None,
-        };
-        let body = match (reply, f.error) {
-            (Some(reply), _) => BatchItem::Reply(reply),
-            (None, Some(error)) => BatchItem::Error(ErrorBody {
-                error,
-                message,
-                current_epoch: f.current_epoch,
-                errors: f.errors,
-            }),
-            (None, None) => {
-                return Err(format!(
-                    "a batch result (status {}) with neither a known outcome and its fields nor an error code",
-                    f.status
-                ));
+            (Some("rejected_retryable"), _, Some(reason), _) => {
+                BatchItem::Reply(SubmitReply::RejectedRetryable {
+                    reason,
+                    message,
+                    retry_after_ms: f.retry_after_ms.unwrap_or(0),
+                })
             }
+            (Some("rejected_final"), _, Some(reason), _) => {
+                BatchItem::Reply(SubmitReply::RejectedFinal { reason, message })
+            }
+            _ => match f.error {
+                Some(error) => BatchItem::Error(ErrorBody {
+                    error,
+                    message,
+                    current_epoch: f.current_epoch,
+                    errors: f.errors,
+                }),
+                None => {
+                    return Err(format!(
+                        "a batch result (status {}) with neither a known outcome and its fields nor an error code",
+                        f.status
+                    ));
+                }
+            },
         };
         Ok(BatchResult {
             status: f.status,
