@@ -25,8 +25,12 @@
 use crate::StoreError;
 use crate::redb_store::write_entries;
 use crate::wal::Entry;
+use fairway_core::hash::FxHasher;
+use hashbrown::HashTable;
+use hashbrown::hash_table::Entry as Found;
 use redb::{Database, Durability};
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+use std::hash::Hasher;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::thread::JoinHandle;
 
@@ -69,13 +73,51 @@ pub(crate) enum Pending<'a> {
     InRedb,
 }
 
-/// One payload's latest unapplied write, in [`Applier`]'s index.
+/// One payload's latest unapplied write, in [`Applier`]'s index. Its key, the job id, is the
+/// commit's own string: indexing a write allocates nothing.
 struct Slot {
     /// The commit that wrote it, held (a delete's too) so that [`Applier::forget_applied`]
     /// can find the slots of a commit redb holds now.
     entry: Arc<Entry>,
-    /// The put's place in that commit (`entry.puts[i]`), or `None` for a delete.
-    put: Option<usize>,
+    /// Which of that commit's writes it is.
+    write: Write,
+}
+
+/// A write's place in its commit.
+#[derive(Clone, Copy)]
+enum Write {
+    /// `entry.puts[i]`.
+    Put(usize),
+    /// `entry.deletes[i]`.
+    Delete(usize),
+}
+
+impl Slot {
+    /// The job whose payload it writes.
+    fn job(&self) -> &str {
+        match self.write {
+            Write::Put(i) => &self.entry.puts[i].0,
+            Write::Delete(i) => &self.entry.deletes[i],
+        }
+    }
+}
+
+/// The index's hash of a job id.
+fn hash(job: &str) -> u64 {
+    let mut hasher = FxHasher::default();
+    hasher.write(job.as_bytes());
+    hasher.finish()
+}
+
+/// Makes `slot` its job's latest write in `index`.
+fn index_write(index: &mut HashTable<Slot>, slot: Slot) {
+    let hashed = hash(slot.job());
+    match index.entry(hashed, |s| s.job() == slot.job(), |s| hash(s.job())) {
+        Found::Occupied(mut found) => *found.get_mut() = slot,
+        Found::Vacant(vacant) => {
+            vacant.insert(slot);
+        }
+    }
 }
 
 /// A commit not known to be in redb, as the store thread remembers it.
@@ -100,7 +142,7 @@ pub(crate) struct Applier {
     unapplied_bytes: usize,
     /// The latest write of each payload in `unapplied`, built when payloads are read (a
     /// producer that only submits never pays for it).
-    index: HashMap<Box<str>, Slot>,
+    index: HashTable<Slot>,
     /// The last commit in `index`.
     indexed: u64,
     /// The thread's failure was returned once already.
@@ -137,7 +179,7 @@ impl Applier {
             gathering_bytes: 0,
             unapplied: VecDeque::new(),
             unapplied_bytes: 0,
-            index: HashMap::new(),
+            index: HashTable::new(),
             indexed: applied,
             failure_returned: false,
         })
@@ -203,19 +245,15 @@ impl Applier {
                 return false;
             };
             // Within a commit the deletes apply after the puts, so they are indexed after.
-            for (i, (job, _)) in entry.puts.iter().enumerate() {
-                let slot = Slot {
-                    entry: entry.clone(),
-                    put: Some(i),
-                };
-                self.index.insert(job.as_str().into(), slot);
-            }
-            for job in &entry.deletes {
-                let slot = Slot {
-                    entry: entry.clone(),
-                    put: None,
-                };
-                self.index.insert(job.as_str().into(), slot);
+            let puts = (0..entry.puts.len()).map(Write::Put);
+            for write in puts.chain((0..entry.deletes.len()).map(Write::Delete)) {
+                index_write(
+                    &mut self.index,
+                    Slot {
+                        entry: entry.clone(),
+                        write,
+                    },
+                );
             }
             self.indexed = entry.seq;
         }
@@ -225,12 +263,15 @@ impl Applier {
     /// The latest write of `job`'s payload that redb does not hold yet, as of the last
     /// [`Applier::index_unapplied`].
     pub(crate) fn pending(&self, job: &str) -> Pending<'_> {
-        match self.index.get(job) {
+        match self.index.find(hash(job), |s| s.job() == job) {
             None => Pending::InRedb,
-            Some(Slot { put: None, .. }) => Pending::Deleted,
+            Some(Slot {
+                write: Write::Delete(_),
+                ..
+            }) => Pending::Deleted,
             Some(Slot {
                 entry,
-                put: Some(i),
+                write: Write::Put(i),
             }) => Pending::Put(&entry.puts[*i].1),
         }
     }
@@ -290,12 +331,10 @@ impl Applier {
             if entry.seq <= self.indexed {
                 let jobs = entry.puts.iter().map(|(job, _)| job).chain(&entry.deletes);
                 for job in jobs {
-                    if self
-                        .index
-                        .get(job.as_str())
-                        .is_some_and(|s| s.entry.seq == entry.seq)
+                    if let Ok(found) = self.index.find_entry(hash(job), |s| s.job() == job)
+                        && found.get().entry.seq == entry.seq
                     {
-                        self.index.remove(job.as_str());
+                        found.remove();
                     }
                 }
             }
