@@ -1295,17 +1295,44 @@ impl Committer {
         }
     }
 
-    /// Sends the answers of durable turns. The payloads of every job they lease are read in
-    /// one call to the store.
+    /// Sends the answers of durable turns: every acknowledgement first, as it needs nothing
+    /// more (a producer's next batch waits for it), then the leases, whose jobs' payloads are
+    /// read in one call to the store and parsed into grants.
     fn answer<S: EventStore>(&self, store: &S, group: Vec<Sealed>) {
-        let jobs: Vec<&str> = group
+        let mut leases = Vec::new();
+        let mut dispatched = Vec::with_capacity(group.len());
+        for turn in group {
+            for pending in turn.replies {
+                match pending {
+                    Pending::Ready(send) => send(true),
+                    Pending::Leases(reply, granted) => leases.push((reply, granted, turn.lease_ms)),
+                }
+            }
+            self.shared
+                .commands
+                .fetch_add(turn.commands as u64, Ordering::Relaxed);
+            dispatched.push((turn.pass_started, turn.granted));
+        }
+        if !leases.is_empty() {
+            Committer::grant_leases(store, leases);
+        }
+        for (pass_started, granted) in dispatched {
+            let took = pass_started.elapsed().as_secs_f64();
+            for _ in 0..granted {
+                self.shared.metrics.dispatch_seconds.observe(took);
+            }
+        }
+    }
+
+    /// Answers long polls with their leases, each job's demand and payload read from the
+    /// store (all in one call).
+    fn grant_leases<S: EventStore>(
+        store: &S,
+        leases: Vec<(Reply<LeaseOutcome>, Vec<Delivery>, u64)>,
+    ) {
+        let jobs: Vec<&str> = leases
             .iter()
-            .flat_map(|t| &t.replies)
-            .filter_map(|p| match p {
-                Pending::Leases(_, leases) => Some(leases),
-                Pending::Ready(_) => None,
-            })
-            .flatten()
+            .flat_map(|(_, granted, _)| granted)
             .map(|(lease, _, _)| lease.job.as_str())
             .collect();
         let payloads = if jobs.is_empty() {
@@ -1321,37 +1348,20 @@ impl Committer {
                 None
             }
         };
-        for turn in group {
-            for pending in turn.replies {
-                match pending {
-                    Pending::Ready(send) => send(true),
-                    Pending::Leases(reply, leases) => {
-                        let answer = match payloads.as_mut() {
-                            Some(found) => leases
-                                .into_iter()
-                                .map(|delivery| {
-                                    let stored = found.next().flatten();
-                                    grant(delivery, turn.lease_ms, stored)
-                                })
-                                .collect::<Result<Vec<LeaseGrant>, String>>()
-                                .map(LeaseOutcome::Granted)
-                                .map_err(|e| {
-                                    error!(error = %e, "reading a leased job's payload");
-                                    Unavailable
-                                }),
-                            None => Err(Unavailable),
-                        };
-                        let _ = reply.send(answer);
-                    }
-                }
-            }
-            self.shared
-                .commands
-                .fetch_add(turn.commands as u64, Ordering::Relaxed);
-            let dispatched = turn.pass_started.elapsed().as_secs_f64();
-            for _ in 0..turn.granted {
-                self.shared.metrics.dispatch_seconds.observe(dispatched);
-            }
+        for (reply, granted, lease_ms) in leases {
+            let answer = match payloads.as_mut() {
+                Some(found) => granted
+                    .into_iter()
+                    .map(|delivery| grant(delivery, lease_ms, found.next().flatten()))
+                    .collect::<Result<Vec<LeaseGrant>, String>>()
+                    .map(LeaseOutcome::Granted)
+                    .map_err(|e| {
+                        error!(error = %e, "reading a leased job's payload");
+                        Unavailable
+                    }),
+                None => Err(Unavailable),
+            };
+            let _ = reply.send(answer);
         }
     }
 
