@@ -94,11 +94,8 @@ fn drive(engine: &mut Engine) -> Vec<String> {
     out
 }
 
-// Proves: with or without capturing events, every policy gives the same answers (leases,
-// completions, heartbeats, ticks, stops, stats, decision records) and ends in the same durable
-// state, which passes the audit.
-#[test]
-fn not_capturing_events_changes_nothing_but_the_log() {
+/// The built-in policy and every named one.
+fn every_policy() -> Vec<Policy> {
     let mut policies = vec![Policy::from_text(fairway_core::policy::BUILT_IN_POLICY).unwrap()];
     for name in [
         "fair",
@@ -112,14 +109,28 @@ fn not_capturing_events_changes_nothing_but_the_log() {
     ] {
         policies.push(policy(name).unwrap());
     }
-    for p in policies {
+    policies
+}
+
+/// An engine of policy `p` and `config`, driven by [`drive`], and its transcript.
+fn driven(p: &Policy, config: EngineConfig) -> (Engine, Vec<String>) {
+    let mut engine = Engine::new(Time::ZERO, p.clone(), config);
+    let transcript = drive(&mut engine);
+    (engine, transcript)
+}
+
+// Proves: with or without capturing events, every policy gives the same answers (leases,
+// completions, heartbeats, ticks, stops, stats, decision records) and ends in the same durable
+// state, which passes the audit.
+#[test]
+fn not_capturing_events_changes_nothing_but_the_log() {
+    for p in every_policy() {
         let run = |capture_events: bool| {
             let config = EngineConfig {
                 capture_events,
                 ..EngineConfig::default()
             };
-            let mut engine = Engine::new(Time::ZERO, p.clone(), config);
-            let transcript = drive(&mut engine);
+            let (mut engine, transcript) = driven(&p, config);
             engine.audit().expect("audit");
             (
                 transcript,
@@ -136,5 +147,25 @@ fn not_capturing_events_changes_nothing_but_the_log() {
             assert_eq!(a, b, "{name:?}");
         }
         assert_eq!(captured_view, uncaptured_view, "{name:?}");
+    }
+}
+
+// Proves: a full decision ring, which writes each new record into its oldest one, keeps
+// records equal to those of a ring that never filled (nothing of an overwritten record
+// is left behind: its job, tenant, class, workers, candidates), under every policy.
+#[test]
+fn a_full_decision_ring_keeps_whole_records() {
+    for p in every_policy() {
+        let ring = |decision_ring: usize| EngineConfig {
+            decision_ring,
+            ..EngineConfig::default()
+        };
+        let (small, _) = driven(&p, ring(5));
+        let (large, _) = driven(&p, ring(100_000));
+        let name = p.name;
+        let all = large.decisions(usize::MAX);
+        assert!(all.len() > 50, "{name:?}: {} decisions", all.len());
+        assert!(all.iter().any(|d| d.candidates.len() > 1), "{name:?}");
+        assert_eq!(small.decisions(usize::MAX), large.decisions(5), "{name:?}");
     }
 }

@@ -2,7 +2,9 @@
 
 use super::Engine;
 use super::apply::Granted;
-use super::state::{DecisionRecord, NodeKind, Placements, TreeShape};
+use super::state::{
+    Candidate, DecisionRecord, NodeKind, Placements, TreeShape, overwrite, overwrite_all,
+};
 use crate::config::{Backfill, PolicyName};
 use crate::event::{Event, Placement, StopReason};
 use crate::ids::{CHAIN_MAX, Chain, GroupId, JobIdx, NodeIdx, ShapeId, TenantIdx, WorkerIdx};
@@ -781,30 +783,38 @@ impl Engine {
             let d = self.nodes[leaf.ix()].drr;
             (d.round, d.deficit - self.job(j).cost() as i128, d.position)
         });
-        let keep_record = self.config.decision_ring > 0;
-        let candidates = if keep_record {
-            self.decision_candidates(leaf, shape_id)
-        } else {
-            Vec::new()
-        };
+        // The decision's record, written into the ring's oldest one (once the ring is full)
+        // so that a decision allocates and frees no strings for it.
+        let mut record = (self.config.decision_ring > 0).then(|| {
+            let mut r = if self.decisions.len() >= self.config.decision_ring {
+                self.decisions
+                    .pop_front()
+                    .unwrap_or_else(DecisionRecord::blank)
+            } else {
+                DecisionRecord::blank()
+            };
+            self.decision_candidates(shape_id, &mut r.candidates);
+            let names = placements.iter().map(|&(w, _)| &*self.workers[w.ix()].name);
+            overwrite_all(&mut r.workers, names);
+            r
+        });
         let job = self.job(j);
         let attempt = job.attempts + 1;
         let epoch = job.epoch + 1;
         let expires = now.plus(self.policy.lease);
         let mut id = String::from(&*job.id);
         let progress = job.progress;
+        if let Some(r) = record.as_mut() {
+            overwrite(&mut r.job, &id);
+        }
         if backfilled {
             self.stats.backfills += 1;
         }
-        // The id is needed after the leases only for the event or the decision record: the
-        // last lease takes it otherwise (one allocation fewer per decision).
-        let id_needed_after = keep_record || self.config.capture_events;
-        let mut workers = Vec::new();
+        // The id is needed after the leases only for the event: the last lease takes it
+        // otherwise (one allocation fewer per decision).
+        let id_needed_after = self.config.capture_events;
         for (i, &(w, m)) in placements.iter().enumerate() {
             let worker = &mut self.workers[w.ix()];
-            if keep_record {
-                workers.push(worker.name.clone());
-            }
             let job = if i + 1 == placements.len() && !id_needed_after {
                 std::mem::take(&mut id)
             } else {
@@ -839,38 +849,26 @@ impl Engine {
             worker_share,
         };
         if self.config.capture_events {
-            let job = if keep_record {
-                id.clone()
-            } else {
-                std::mem::take(&mut id)
-            };
-            let event = self.lease_granted(job, granted);
+            let event = self.lease_granted(id, granted);
             self.emit_for(j, event);
         } else {
             // Nobody will persist the event: apply its effect without building it.
             self.applying(now);
             self.apply_granted(j, granted);
         }
-        if keep_record {
-            let record = DecisionRecord {
-                seq: self.stats.dispatches,
-                at: now,
-                policy_version: self.version,
-                tenant: self.tenants[tenant.ix()].name.clone(),
-                class: self.class_name(self.job(j).class).to_string(),
-                job: id,
-                epoch,
-                estimate,
-                workers,
-                candidates,
-                backfilled,
-                borrowed,
-                waited: now.since(self.job(j).enqueued),
-            };
-            if self.decisions.len() >= self.config.decision_ring {
-                self.decisions.pop_front();
-            }
-            self.decisions.push_back(record);
+        if let Some(mut r) = record {
+            let job = self.job(j);
+            overwrite(&mut r.tenant, &self.tenants[tenant.ix()].name);
+            overwrite(&mut r.class, self.class_name(job.class));
+            r.seq = self.stats.dispatches;
+            r.at = now;
+            r.policy_version = self.version;
+            r.epoch = epoch;
+            r.estimate = estimate;
+            r.backfilled = backfilled;
+            r.borrowed = borrowed;
+            r.waited = now.since(job.enqueued);
+            self.decisions.push_back(r);
         }
     }
 
@@ -1115,30 +1113,39 @@ impl Engine {
     }
 
     /// The leading queues at the top of the tree for a decision record (bounded).
-    fn decision_candidates(&self, leaf: NodeIdx, s: ShapeId) -> Vec<super::state::Candidate> {
-        let _ = leaf;
-        let mut out = Vec::new();
-        for (&(_, shape), set) in &self.nodes[0].index {
-            if shape != s {
-                continue;
-            }
+    /// Writes into `out` (reusing its strings) the best candidates at the top of the tree for
+    /// shape `s`, at most four.
+    fn decision_candidates(&self, s: ShapeId, out: &mut Vec<Candidate>) {
+        let mut n = 0;
+        if let Some((_, set)) = (&self.nodes[0].index)
+            .into_iter()
+            .find(|(key, _)| key.1 == s)
+        {
             for k in set.keys().take(4) {
-                let node = &self.nodes[k.node().ix()];
-                let queue = match node.kind {
+                let queue = match self.nodes[k.node().ix()].kind {
                     NodeKind::Tenant(t) | NodeKind::Flat(t) | NodeKind::Band(t, _) => {
-                        self.tenants[t.ix()].name.clone()
+                        &*self.tenants[t.ix()].name
                     }
-                    NodeKind::Root => "root".to_string(),
+                    NodeKind::Root => "root",
                 };
-                out.push(super::state::Candidate {
-                    queue,
-                    balance: k.primary() as f64 / 1e18,
-                    within_guarantee: k.tier() == 0 && self.policy.name == PolicyName::Fair,
-                });
+                let balance = k.primary() as f64 / 1e18;
+                let within_guarantee = k.tier() == 0 && self.policy.name == PolicyName::Fair;
+                match out.get_mut(n) {
+                    Some(c) => {
+                        overwrite(&mut c.queue, queue);
+                        c.balance = balance;
+                        c.within_guarantee = within_guarantee;
+                    }
+                    None => out.push(Candidate {
+                        queue: queue.to_owned(),
+                        balance,
+                        within_guarantee,
+                    }),
+                }
+                n += 1;
             }
-            break;
         }
-        out
+        out.truncate(n);
     }
 
     /// Whether job `j` is queued (for checkers).

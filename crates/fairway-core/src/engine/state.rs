@@ -587,6 +587,47 @@ pub struct DecisionRecord {
     pub waited: Dur,
 }
 
+impl DecisionRecord {
+    /// A record with nothing in it, to be filled.
+    pub(crate) fn blank() -> DecisionRecord {
+        DecisionRecord {
+            seq: 0,
+            at: Time::ZERO,
+            policy_version: 0,
+            job: String::new(),
+            tenant: String::new(),
+            class: String::new(),
+            epoch: 0,
+            estimate: Dur::ZERO,
+            workers: Vec::new(),
+            candidates: Vec::new(),
+            backfilled: false,
+            borrowed: false,
+            waited: Dur::ZERO,
+        }
+    }
+}
+
+/// Overwrites `s` with `value` in the allocation `s` already has (when it is large enough):
+/// the decision ring refills its oldest record instead of freeing it and allocating anew.
+pub(crate) fn overwrite(s: &mut String, value: &str) {
+    s.clear();
+    s.push_str(value);
+}
+
+/// Overwrites `names` with `values`, reusing its strings as [`overwrite`] does.
+pub(crate) fn overwrite_all<'a>(names: &mut Vec<String>, values: impl Iterator<Item = &'a str>) {
+    let mut n = 0;
+    for value in values {
+        match names.get_mut(n) {
+            Some(name) => overwrite(name, value),
+            None => names.push(value.to_owned()),
+        }
+        n += 1;
+    }
+    names.truncate(n);
+}
+
 /// A candidate considered in a decision.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Candidate {
@@ -654,6 +695,23 @@ pub(crate) struct Gps {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn overwrite_all_reuses_grows_and_truncates() {
+        let mut names = vec!["a-long-name".to_string(), "b".to_string(), "c".to_string()];
+        let kept = names[0].as_ptr();
+        overwrite_all(&mut names, ["x", "y"].into_iter());
+        assert_eq!(names, ["x", "y"]);
+        assert_eq!(
+            names[0].as_ptr(),
+            kept,
+            "the first string's allocation is reused"
+        );
+        overwrite_all(&mut names, ["p", "q", "r", "s"].into_iter());
+        assert_eq!(names, ["p", "q", "r", "s"]);
+        overwrite_all(&mut names, std::iter::empty());
+        assert!(names.is_empty());
+    }
 
     fn primary() -> impl Strategy<Value = u128> {
         prop_oneof![
