@@ -278,11 +278,10 @@ pub fn check_name(kind: &str, name: &str) -> Result<(), String> {
 /// Checks a tenant path (`org/team`).
 pub fn check_tenant_name(name: &str) -> Result<(), String> {
     check_name("tenant", name)?;
-    let parts: Vec<&str> = name.split('/').collect();
-    if parts.iter().any(|p| p.is_empty()) {
+    if name.split('/').any(str::is_empty) {
         return Err(format!("tenant name {name:?} has an empty path segment"));
     }
-    if parts.len() > MAX_TENANT_DEPTH {
+    if name.split('/').count() > MAX_TENANT_DEPTH {
         return Err(format!(
             "tenant name {name:?} is deeper than {MAX_TENANT_DEPTH} levels"
         ));

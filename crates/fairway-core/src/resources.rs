@@ -65,6 +65,19 @@ impl ResourceTable {
 
     /// Converts a named map of decimal amounts into a vector, registering new names.
     pub fn vector(&mut self, amounts: &BTreeMap<String, f64>) -> Result<ResVec, String> {
+        self.vector_of(
+            amounts
+                .iter()
+                .map(|(name, amount)| (name.as_str(), *amount)),
+        )
+    }
+
+    /// [`ResourceTable::vector`] of named amounts however they are held (no map built for
+    /// them).
+    pub fn vector_of<'a>(
+        &mut self,
+        amounts: impl IntoIterator<Item = (&'a str, f64)>,
+    ) -> Result<ResVec, String> {
         let mut v = ResVec::default();
         for (name, amount) in amounts {
             let id = self.intern(name).ok_or_else(|| {
@@ -72,7 +85,7 @@ impl ResourceTable {
             })?;
             v.set(
                 id,
-                amount_from_f64(*amount).ok_or_else(|| {
+                amount_from_f64(amount).ok_or_else(|| {
                     format!("resource {name:?}: amount {amount} must be a finite number >= 0")
                 })?,
             );

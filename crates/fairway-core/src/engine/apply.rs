@@ -17,9 +17,7 @@ use crate::shape::ShapeKey;
 use crate::time::{Dur, Time};
 
 /// The demand of a job that declares none.
-pub(crate) fn default_demand() -> std::collections::BTreeMap<String, f64> {
-    [("cpu".to_string(), 1.0)].into_iter().collect()
-}
+pub(crate) const DEFAULT_DEMAND: [(&str, f64); 1] = [("cpu", 1.0)];
 
 /// A digest of a job spec, to tell an idempotent resubmission from a reused id.
 pub(crate) fn spec_digest(spec: &JobSpec) -> u64 {
@@ -343,7 +341,7 @@ impl Engine {
     /// The shape of a job spec, or why it has none.
     pub(crate) fn shape_key(&mut self, spec: &JobSpec, class: u16) -> Result<ShapeKey, String> {
         let demand = if spec.demand.is_empty() {
-            self.resources.vector(&default_demand())?
+            self.resources.vector_of(DEFAULT_DEMAND)?
         } else {
             self.resources.vector(&spec.demand)?
         };

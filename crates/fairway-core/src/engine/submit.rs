@@ -90,9 +90,12 @@ impl Engine {
         if !self.shapes.has_room_for(&key) {
             return retryable(RejectReason::TooManyShapes, Dur::from_secs(1));
         }
-        let class_policy = self.classes[class as usize].policy.clone();
+        let (max_estimate, max_age, overload) = {
+            let p = &self.classes[class as usize].policy;
+            (p.max_estimate, p.max_age, p.overload)
+        };
         if let Some(declared) = spec.estimate
-            && declared > class_policy.max_estimate
+            && declared > max_estimate
         {
             return final_(RejectReason::EstimateTooLarge);
         }
@@ -113,7 +116,7 @@ impl Engine {
         }
         // Predicted start from the work queued ahead of it and how fast that work is served.
         let mut deferred_until = spec.not_before.filter(|nb| *nb > now);
-        if class_policy.max_age.is_some() || spec.deadline.is_some() {
+        if max_age.is_some() || spec.deadline.is_some() {
             let (wait, _) = self.predict_wait(&key, class, tenant, cost);
             if let Some(deadline) = spec.deadline
                 && start.plus(wait).plus(estimate) > deadline
@@ -121,11 +124,11 @@ impl Engine {
                 let excess = start.plus(wait).plus(estimate).since(deadline);
                 return retryable(RejectReason::PredictedLate, excess);
             }
-            if let Some(max_age) = class_policy.max_age
+            if let Some(max_age) = max_age
                 && wait > promised_wait(max_age)
             {
                 let excess = wait.minus(promised_wait(max_age));
-                match class_policy.overload {
+                match overload {
                     OverloadPolicy::Reject => {
                         return retryable(RejectReason::PredictedTooOld, excess);
                     }
@@ -255,7 +258,7 @@ impl Engine {
     /// A member's dominant share of one worker of the first live group that can run it; a
     /// whole worker when none can yet (conservative).
     fn member_share_ppb(&mut self, key: &crate::shape::ShapeKey) -> u64 {
-        for g in self.groups.live().collect::<Vec<_>>() {
+        for g in self.groups.live() {
             let group = self.groups.get(g);
             if key.demand.fits_in(&group.capacity)
                 && key
@@ -395,7 +398,7 @@ impl Engine {
     /// units per second.
     pub(crate) fn capacity_drain(&mut self, key: &crate::shape::ShapeKey) -> u128 {
         let mut rate = 0u128;
-        for g in self.groups.live().collect::<Vec<_>>() {
+        for g in self.groups.live() {
             let group = self.groups.get(g);
             if !(key.demand.fits_in(&group.capacity)
                 && key
