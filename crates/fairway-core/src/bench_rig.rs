@@ -83,9 +83,22 @@ impl Rig {
     /// `max_jobs` live jobs, and no job yet; with `capture`, it captures its events as the
     /// server's engine does (see [`Rig::decide`]).
     pub fn new(policy: Policy, max_jobs: usize, job_ids: JobIds, capture: bool) -> Rig {
+        Rig::with_decision_ring(policy, max_jobs, job_ids, capture, 0)
+    }
+
+    /// [`Rig::new`] whose engine keeps its last `decision_ring` decision records, as the
+    /// server's keeps 4,096 for `explain` and the decisions API (0: none, each decision then
+    /// builds no record).
+    pub fn with_decision_ring(
+        policy: Policy,
+        max_jobs: usize,
+        job_ids: JobIds,
+        capture: bool,
+        decision_ring: usize,
+    ) -> Rig {
         let config = EngineConfig {
             capture_events: capture,
-            decision_ring: 0,
+            decision_ring,
             max_jobs,
             ..Default::default()
         };

@@ -91,6 +91,10 @@ pub struct EngineArgs {
     /// it, the engine applies the effects directly, as an embedder that needs no log would.
     #[arg(long)]
     pub capture_events: bool,
+    /// Decision records the engine keeps (the server keeps 4,096, for `explain` and the
+    /// decisions API; each decision then also writes one). 0: none.
+    #[arg(long, default_value_t = 0)]
+    pub decision_ring: usize,
 }
 
 pub fn run(args: BenchArgs) -> ExitCode {
@@ -312,11 +316,12 @@ fn engine(args: EngineArgs) -> ExitCode {
 
 /// One configuration of the main grid.
 fn decision_line(name: &str, policy: &Policy, queued: usize, tenants: usize, args: &EngineArgs) {
-    let mut rig = Rig::new(
+    let mut rig = Rig::with_decision_ring(
         policy.clone(),
         queued + 1_024,
         args.job_ids,
         args.capture_events,
+        args.decision_ring,
     );
     let tenants_range = rig.add_tenants("tenant", tenants);
     let fill_start = Instant::now();
@@ -345,6 +350,7 @@ fn decision_line(name: &str, policy: &Policy, queued: usize, tenants: usize, arg
         "policy": name,
         "job_ids": args.job_ids.name(),
         "events_captured": args.capture_events,
+        "decision_ring": args.decision_ring,
         "queued": queued,
         "tenants": tenants,
         "decisions": args.decisions,

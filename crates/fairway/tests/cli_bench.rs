@@ -180,6 +180,46 @@ fn engine_measures_its_grid_and_comparisons() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--job-ids"));
 }
 
+// Proves: `--decision-ring` gives the rig's engine the server's ring of decision records, the
+// lines say so, and a decision with a full ring allocates about what one without a ring does
+// (the ring refills its oldest record rather than allocating a new one's strings).
+#[test]
+fn engine_measures_with_a_ring_of_decision_records() {
+    let cell = |ring: &str| {
+        let lines = bench(&[
+            "engine",
+            "--policies",
+            "fair",
+            "--max-queued",
+            "1000",
+            "--max-tenants",
+            "10",
+            "--decisions",
+            "300",
+            "--warmup",
+            "50",
+            "--no-idle",
+            "--no-seed002",
+            "--decision-ring",
+            ring,
+        ]);
+        assert_eq!(lines.len(), 1, "{lines:#?}");
+        lines[0].clone()
+    };
+    let without = cell("0");
+    let with = cell("16");
+    assert_eq!(without["decision_ring"], 0);
+    assert_eq!(with["decision_ring"], 16);
+    assert!(with["ns_per_decision_p50"].as_u64().unwrap() > 0, "{with}");
+    let allocs = |l: &Value| l["allocs_per_decision"].as_f64().unwrap();
+    assert!(
+        allocs(&with) <= allocs(&without) + 0.5,
+        "a full ring allocates per decision: {} against {} without",
+        allocs(&with),
+        allocs(&without)
+    );
+}
+
 #[test]
 fn bad_arguments_exit_2_naming_the_flag() {
     let out = Command::new(env!("CARGO_BIN_EXE_fairway"))
