@@ -3,7 +3,8 @@
 use super::Engine;
 use super::apply::Granted;
 use super::state::{
-    Candidate, DecisionRecord, NodeKind, Placements, TreeShape, overwrite, overwrite_all,
+    KeptCandidate, KeptDecision, MAX_CANDIDATES, NodeKind, Placements, TreeShape, overwrite,
+    overwrite_all,
 };
 use crate::config::{Backfill, PolicyName};
 use crate::event::{Event, Placement, StopReason};
@@ -789,11 +790,11 @@ impl Engine {
             let mut r = if self.decisions.len() >= self.config.decision_ring {
                 self.decisions
                     .pop_front()
-                    .unwrap_or_else(DecisionRecord::blank)
+                    .unwrap_or_else(KeptDecision::blank)
             } else {
-                DecisionRecord::blank()
+                KeptDecision::blank()
             };
-            self.decision_candidates(shape_id, &mut r.candidates);
+            r.candidate_count = self.decision_candidates(shape_id, &mut r.candidates);
             let names = placements.iter().map(|&(w, _)| &*self.workers[w.ix()].name);
             overwrite_all(&mut r.workers, names);
             r
@@ -858,8 +859,8 @@ impl Engine {
         }
         if let Some(mut r) = record {
             let job = self.job(j);
-            overwrite(&mut r.tenant, &self.tenants[tenant.ix()].name);
-            overwrite(&mut r.class, self.class_name(job.class));
+            r.tenant = tenant;
+            r.class = job.class;
             r.seq = self.stats.dispatches;
             r.at = now;
             r.policy_version = self.version;
@@ -1113,39 +1114,27 @@ impl Engine {
     }
 
     /// The leading queues at the top of the tree for a decision record (bounded).
-    /// Writes into `out` (reusing its strings) the best candidates at the top of the tree for
-    /// shape `s`, at most four.
-    fn decision_candidates(&self, s: ShapeId, out: &mut Vec<Candidate>) {
+    /// Writes into `out` the best candidates at the top of the tree for shape `s`, at most
+    /// [`MAX_CANDIDATES`], and returns how many.
+    fn decision_candidates(&self, s: ShapeId, out: &mut [KeptCandidate; MAX_CANDIDATES]) -> u8 {
         let mut n = 0;
         if let Some((_, set)) = (&self.nodes[0].index)
             .into_iter()
             .find(|(key, _)| key.1 == s)
         {
-            for k in set.keys().take(4) {
-                let queue = match self.nodes[k.node().ix()].kind {
-                    NodeKind::Tenant(t) | NodeKind::Flat(t) | NodeKind::Band(t, _) => {
-                        &*self.tenants[t.ix()].name
-                    }
-                    NodeKind::Root => "root",
+            for (slot, k) in out.iter_mut().zip(set.keys()) {
+                *slot = KeptCandidate {
+                    tenant: match self.nodes[k.node().ix()].kind {
+                        NodeKind::Tenant(t) | NodeKind::Flat(t) | NodeKind::Band(t, _) => Some(t),
+                        NodeKind::Root => None,
+                    },
+                    balance: k.primary() as f64 / 1e18,
+                    within_guarantee: k.tier() == 0 && self.policy.name == PolicyName::Fair,
                 };
-                let balance = k.primary() as f64 / 1e18;
-                let within_guarantee = k.tier() == 0 && self.policy.name == PolicyName::Fair;
-                match out.get_mut(n) {
-                    Some(c) => {
-                        overwrite(&mut c.queue, queue);
-                        c.balance = balance;
-                        c.within_guarantee = within_guarantee;
-                    }
-                    None => out.push(Candidate {
-                        queue: queue.to_owned(),
-                        balance,
-                        within_guarantee,
-                    }),
-                }
                 n += 1;
             }
         }
-        out.truncate(n);
+        n
     }
 
     /// Whether job `j` is queued (for checkers).

@@ -1,7 +1,7 @@
 //! Explanations and reports: why a job waits, what a tenant has and is owed, what was decided.
 
 use super::Engine;
-use super::state::{DecisionRecord, Ledger, NodeKind};
+use super::state::{Candidate, DecisionRecord, KeptDecision, Ledger, NodeKind};
 use crate::config::PolicyName;
 use crate::ids::{GroupId, JobIdx, NodeIdx, TenantIdx};
 use crate::job::JobState;
@@ -455,7 +455,38 @@ impl Engine {
     /// The most recent decision records (oldest first), at most `limit`.
     pub fn decisions(&self, limit: usize) -> Vec<DecisionRecord> {
         let skip = self.decisions.len().saturating_sub(limit);
-        self.decisions.iter().skip(skip).cloned().collect()
+        self.decisions
+            .iter()
+            .skip(skip)
+            .map(|d| self.decision_record(d))
+            .collect()
+    }
+
+    /// A kept decision with its tenant, class and candidates named.
+    fn decision_record(&self, d: &KeptDecision) -> DecisionRecord {
+        let tenant_name = |t: TenantIdx| self.tenants[t.ix()].name.clone();
+        DecisionRecord {
+            seq: d.seq,
+            at: d.at,
+            policy_version: d.policy_version,
+            job: d.job.clone(),
+            tenant: tenant_name(d.tenant),
+            class: self.class_name(d.class).to_string(),
+            epoch: d.epoch,
+            estimate: d.estimate,
+            workers: d.workers.clone(),
+            candidates: d.candidates[..usize::from(d.candidate_count)]
+                .iter()
+                .map(|c| Candidate {
+                    queue: c.tenant.map_or_else(|| "root".to_string(), tenant_name),
+                    balance: c.balance,
+                    within_guarantee: c.within_guarantee,
+                })
+                .collect(),
+            backfilled: d.backfilled,
+            borrowed: d.borrowed,
+            waited: d.waited,
+        }
     }
 
     /// Decision records numbered above `seq` (oldest first), at most `limit`. Records older
@@ -463,7 +494,11 @@ impl Engine {
     pub fn decisions_after(&self, seq: u64, limit: usize) -> Vec<DecisionRecord> {
         // The ring is in increasing `seq` order.
         let start = self.decisions.partition_point(|d| d.seq <= seq);
-        self.decisions.range(start..).take(limit).cloned().collect()
+        self.decisions
+            .range(start..)
+            .take(limit)
+            .map(|d| self.decision_record(d))
+            .collect()
     }
 
     /// Decision records about job `id`.
@@ -471,7 +506,7 @@ impl Engine {
         self.decisions
             .iter()
             .filter(|d| d.job == id)
-            .cloned()
+            .map(|d| self.decision_record(d))
             .collect()
     }
 

@@ -132,7 +132,7 @@ pub struct Engine {
     /// they outlive the shape's id (ids are recycled), at most `METER_ARCHIVE_MAX`.
     pub(crate) meter_archive: FxHashMap<crate::shape::ShapeKey, meter::RateMeter>,
     pub(crate) events: Vec<Event>,
-    pub(crate) decisions: VecDeque<DecisionRecord>,
+    pub(crate) decisions: VecDeque<state::KeptDecision>,
     pub(crate) stats: EngineStats,
     pub(crate) now: Time,
     pub(crate) live_jobs: usize,

@@ -587,20 +587,57 @@ pub struct DecisionRecord {
     pub waited: Dur,
 }
 
-impl DecisionRecord {
+/// A decision as the engine's ring keeps it: its tenant, class and candidates by number (the
+/// engine never removes a tenant or a class, so a number names the same one for the
+/// engine's life), named only when the record is read
+/// ([`Engine::decision_record`](crate::Engine)). The job id and workers are strings
+/// overwritten in place when the ring refills its oldest record: a decision allocates nothing
+/// for its record and reads no name.
+#[derive(Clone, Debug)]
+pub(crate) struct KeptDecision {
+    pub seq: u64,
+    pub at: Time,
+    pub policy_version: u64,
+    pub job: String,
+    pub tenant: TenantIdx,
+    pub class: u16,
+    pub epoch: u64,
+    pub estimate: Dur,
+    pub workers: Vec<String>,
+    /// The best other candidates at the top of the tree (the first `candidate_count`).
+    pub candidates: [KeptCandidate; MAX_CANDIDATES],
+    pub candidate_count: u8,
+    pub backfilled: bool,
+    pub borrowed: bool,
+    pub waited: Dur,
+}
+
+/// Candidates a decision record keeps.
+pub(crate) const MAX_CANDIDATES: usize = 4;
+
+/// A candidate of a [`KeptDecision`]: its tenant (`None`: the root), balance and tier.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct KeptCandidate {
+    pub tenant: Option<TenantIdx>,
+    pub balance: f64,
+    pub within_guarantee: bool,
+}
+
+impl KeptDecision {
     /// A record with nothing in it, to be filled.
-    pub(crate) fn blank() -> DecisionRecord {
-        DecisionRecord {
+    pub(crate) fn blank() -> KeptDecision {
+        KeptDecision {
             seq: 0,
             at: Time::ZERO,
             policy_version: 0,
             job: String::new(),
-            tenant: String::new(),
-            class: String::new(),
+            tenant: TenantIdx(0),
+            class: 0,
             epoch: 0,
             estimate: Dur::ZERO,
             workers: Vec::new(),
-            candidates: Vec::new(),
+            candidates: [KeptCandidate::default(); MAX_CANDIDATES],
+            candidate_count: 0,
             backfilled: false,
             borrowed: false,
             waited: Dur::ZERO,
