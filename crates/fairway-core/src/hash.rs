@@ -62,6 +62,15 @@ impl Hasher for FxHasher {
     }
 }
 
+/// The Fx hash of a string's bytes: the key of tables that hold a string's slot rather than
+/// the string (the engine's job-id index, the store's index of unapplied payload writes).
+#[inline]
+pub fn hash_str(s: &str) -> u64 {
+    let mut h = FxHasher::default();
+    h.write(s.as_bytes());
+    h.finish()
+}
+
 /// A hash map with the deterministic Fx hasher.
 pub type FxHashMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
 /// A hash set with the deterministic Fx hasher.

@@ -1313,9 +1313,7 @@ impl Committer {
                 .fetch_add(turn.commands as u64, Ordering::Relaxed);
             dispatched.push((turn.pass_started, turn.granted));
         }
-        if !leases.is_empty() {
-            Committer::grant_leases(store, leases);
-        }
+        Committer::grant_leases(store, leases);
         for (pass_started, granted) in dispatched {
             let took = pass_started.elapsed().as_secs_f64();
             for _ in 0..granted {
@@ -1325,7 +1323,7 @@ impl Committer {
     }
 
     /// Answers long polls with their leases, each job's demand and payload read from the
-    /// store (all in one call).
+    /// store (all in one call; none when no lease was granted).
     fn grant_leases<S: EventStore>(
         store: &S,
         leases: Vec<(Reply<LeaseOutcome>, Vec<Delivery>, u64)>,

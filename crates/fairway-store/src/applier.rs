@@ -25,12 +25,11 @@
 use crate::StoreError;
 use crate::redb_store::write_entries;
 use crate::wal::Entry;
-use fairway_core::hash::FxHasher;
+use fairway_core::hash::hash_str as hash;
 use hashbrown::HashTable;
 use hashbrown::hash_table::Entry as Found;
 use redb::{Database, Durability};
 use std::collections::VecDeque;
-use std::hash::Hasher;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::thread::JoinHandle;
 
@@ -100,13 +99,6 @@ impl Slot {
             Write::Delete(i) => &self.entry.deletes[i],
         }
     }
-}
-
-/// The index's hash of a job id.
-fn hash(job: &str) -> u64 {
-    let mut hasher = FxHasher::default();
-    hasher.write(job.as_bytes());
-    hasher.finish()
 }
 
 /// Makes `slot` its job's latest write in `index`.

@@ -1113,9 +1113,8 @@ impl Engine {
         self.emit_for(j, event);
     }
 
-    /// The leading queues at the top of the tree for a decision record (bounded).
-    /// Writes into `out` the best candidates at the top of the tree for shape `s`, at most
-    /// [`MAX_CANDIDATES`], and returns how many.
+    /// Writes into `out` the leading queues at the top of the tree for shape `s` (a decision
+    /// record's candidates, at most [`MAX_CANDIDATES`]) and returns how many.
     fn decision_candidates(&self, s: ShapeId, out: &mut [KeptCandidate; MAX_CANDIDATES]) -> u8 {
         let mut n = 0;
         if let Some((_, set)) = (&self.nodes[0].index)

@@ -18,17 +18,13 @@
 //! record at all; the live jobs' entries stay 4 bytes and their moves read the ids, a few
 //! buckets' worth at a time with their misses overlapped ([`IdIndex::move_some`]).
 
-use crate::hash::FxHasher;
 use hashbrown::HashTable;
-use std::hash::Hasher;
 
 /// The hash of a job id: 32 bits of the Fx hash with its finalizer, over the id's bytes, in
 /// both halves of the word (the table takes a bucket from the low bits and a tag from the top
 /// seven), so that an entry can carry its hash in 4 bytes.
 pub(crate) fn id_hash(id: &str) -> u64 {
-    let mut h = FxHasher::default();
-    h.write(id.as_bytes());
-    let h = h.finish() as u32 as u64;
+    let h = crate::hash::hash_str(id) as u32 as u64;
     h << 32 | h
 }
 
