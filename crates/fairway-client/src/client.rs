@@ -326,6 +326,17 @@ impl ClientBuilder {
 }
 
 /// One server URL: `http://HOST[:PORT][/PREFIX]`, without a trailing slash.
+/// A protocol error unless `reply` holds one result per completion of the `count` sent.
+fn check_results(reply: &BatchCompleteReply, count: usize) -> Result<(), Error> {
+    if reply.results.len() != count {
+        return Err(Error::Protocol {
+            status: 200,
+            message: format!("{} results for {count} completions", reply.results.len()),
+        });
+    }
+    Ok(())
+}
+
 fn parse_base(text: &str) -> Result<Url, Error> {
     let mut base =
         Url::parse(text).map_err(|e| Error::Invalid(format!("server URL `{text}`: {e}")))?;
@@ -566,15 +577,57 @@ impl Client {
         let count = completions.len();
         let request = self
             .request(Method::POST, &["v1", "leases", "complete"])
-            .json(&BatchCompleteRequest { completions });
-        let reply: BatchCompleteReply = self.call(request).await?;
-        if reply.results.len() != count {
-            return Err(Error::Protocol {
-                status: 200,
-                message: format!("{} results for {count} completions", reply.results.len()),
+            .json(&BatchCompleteRequest {
+                completions,
+                next: None,
             });
-        }
+        let reply: BatchCompleteReply = self.call(request).await?;
+        check_results(&reply, count)?;
         Ok(reply.results)
+    }
+
+    /// Reports completions and asks for the next work in one request
+    /// (`POST /v1/leases/complete` with `next`): what [`Client::complete_batch`] and then
+    /// [`Client::lease`] do, in one round trip and one commit instead of two. The server
+    /// applies the completions first, so the capacity they free is offered to `next`, and
+    /// answers at once with what that scheduling pass granted: `next.wait_ms` is not sent
+    /// (the completions' answers would wait too), so an empty list means no work right now:
+    /// long-poll with [`Client::lease`]. The inner error is the lease request's alone (a busy
+    /// server, say): the completions' results stand.
+    pub async fn complete_and_lease(
+        &self,
+        completions: Vec<Completion>,
+        next: &LeaseRequest,
+    ) -> Result<(Vec<CompletionResult>, Result<Vec<Lease>, Error>), Error> {
+        let count = completions.len();
+        let next = LeaseRequest {
+            wait_ms: None,
+            ..next.clone()
+        };
+        let request = self
+            .request(Method::POST, &["v1", "leases", "complete"])
+            .json(&BatchCompleteRequest {
+                completions,
+                next: Some(next),
+            });
+        let reply: BatchCompleteReply = self.call(request).await?;
+        check_results(&reply, count)?;
+        let leases = match (reply.leases, reply.lease_error) {
+            (_, Some(problem)) => {
+                let body = serde_json::json!({"error": problem.error, "message": problem.message});
+                Err(Error::from_reply(
+                    problem.status,
+                    body.to_string().as_bytes(),
+                    None,
+                ))
+            }
+            (Some(leases), None) => Ok(leases),
+            (None, None) => Err(Error::Protocol {
+                status: 200,
+                message: "a completion call with `next` answered no `leases`".to_string(),
+            }),
+        };
+        Ok((reply.results, leases))
     }
 
     /// Why a job is (not) running (`GET /v1/jobs/{id}/explain`): its waiting reasons with

@@ -511,6 +511,10 @@ pub struct Completion {
 pub struct BatchCompleteRequest {
     /// The completions, applied in order.
     pub completions: Vec<Completion>,
+    /// The worker's next lease request, applied right after the completions and answered
+    /// with them (see [`Client::complete_and_lease`](crate::Client::complete_and_lease)).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<LeaseRequest>,
 }
 
 /// The reply to `POST /v1/leases/complete`.
@@ -518,6 +522,24 @@ pub struct BatchCompleteRequest {
 pub struct BatchCompleteReply {
     /// One per completion, in order.
     pub results: Vec<CompletionResult>,
+    /// With `next`: the leases granted. Absent without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leases: Option<Vec<Lease>>,
+    /// With `next`: why the lease request failed after the completions were applied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_error: Option<LeaseProblem>,
+}
+
+/// Why the lease request inside a `POST /v1/leases/complete` failed: what `POST /v1/leases`
+/// would have answered.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LeaseProblem {
+    /// The HTTP status `POST /v1/leases` would have answered.
+    pub status: u16,
+    /// Its stable code (`busy`, `invalid`, `unavailable`, ...).
+    pub error: String,
+    /// For a human.
+    pub message: String,
 }
 
 /// One completion's result in a batch.
@@ -879,6 +901,7 @@ mod tests {
                     progress_ms: Some(500),
                 },
             }],
+            next: None,
         };
         assert_eq!(
             serde_json::to_value(&batch).unwrap(),

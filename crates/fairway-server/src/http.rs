@@ -132,6 +132,17 @@ impl App {
         timeout: Duration,
         make: impl FnOnce(Reply<T>) -> Command,
     ) -> Result<T, ApiError> {
+        let answer = self.send(make)?;
+        App::answer(timeout, answer).await
+    }
+
+    /// Sends a command to the writer; its answer comes on the channel returned, after the
+    /// commit (see [`App::answer`]). Commands sent one after the other are applied in that
+    /// order.
+    fn send<T>(
+        &self,
+        make: impl FnOnce(Reply<T>) -> Command,
+    ) -> Result<oneshot::Receiver<Result<T, Unavailable>>, ApiError> {
         let shared = &self.inner.shared;
         if !shared.ready.load(Ordering::Acquire) {
             return Err(
@@ -149,6 +160,14 @@ impl App {
             TrySendError::Disconnected(_) => ApiError::unavailable("the server is stopping"),
         })?;
         shared.metrics.writer_queue_depth.inc();
+        Ok(rx)
+    }
+
+    /// Waits up to `timeout` for the answer to a command [`App::send`] sent.
+    async fn answer<T>(
+        timeout: Duration,
+        rx: oneshot::Receiver<Result<T, Unavailable>>,
+    ) -> Result<T, ApiError> {
         match tokio::time::timeout(timeout, rx).await {
             Ok(Ok(Ok(value))) => Ok(value),
             Ok(Ok(Err(Unavailable))) => Err(ApiError::unavailable(
@@ -607,7 +626,30 @@ async fn lease(
     let caller = app.caller(&headers)?;
     allow(&caller, Allowed::Workers)?;
     let body: LeaseBody = parse_json(&body)?;
-    let pool = match (&caller, body.pool) {
+    let (offer, wait_ms) = lease_offer(&app, &caller, body, "")?;
+    let timeout = app.timeout() + Duration::from_millis(wait_ms);
+    let outcome = app
+        .call(timeout, |reply| Command::Lease {
+            offer,
+            wait: Dur::from_millis(wait_ms),
+            reply,
+        })
+        .await?;
+    Ok(Json(LeaseReply {
+        leases: granted(&app, outcome)?,
+    }))
+}
+
+/// The worker's offer and wait (in ms) a lease request makes, checked against the caller's
+/// pool and the limits; `at` prefixes the fields named in an error (`next.` inside a
+/// completion call).
+fn lease_offer(
+    app: &App,
+    caller: &Caller,
+    body: LeaseBody,
+    at: &str,
+) -> Result<(WorkerOffer, u64), ApiError> {
+    let pool = match (caller, body.pool) {
         (Caller::Worker(Some(own)), None) => own.clone(),
         (Caller::Worker(Some(own)), Some(asked)) if asked != *own => {
             return Err(ApiError::forbidden(format!(
@@ -621,14 +663,14 @@ async fn lease(
     let max_jobs = body.max_jobs.unwrap_or(1);
     if max_jobs > limits.max_jobs_per_lease {
         return Err(ApiError::invalid(format!(
-            "field `max_jobs`: {max_jobs} is more than the limit of {}",
+            "field `{at}max_jobs`: {max_jobs} is more than the limit of {}",
             limits.max_jobs_per_lease
         )));
     }
     let wait_ms = body.wait_ms.unwrap_or(0);
     if wait_ms > limits.max_wait_ms {
         return Err(ApiError::invalid(format!(
-            "field `wait_ms`: {wait_ms} is more than the limit of {}",
+            "field `{at}wait_ms`: {wait_ms} is more than the limit of {}",
             limits.max_wait_ms
         )));
     }
@@ -639,19 +681,16 @@ async fn lease(
         labels: body.labels.unwrap_or_default(),
         max_jobs,
     };
-    let timeout = app.timeout() + Duration::from_millis(wait_ms);
-    let outcome = app
-        .call(timeout, |reply| Command::Lease {
-            offer,
-            wait: Dur::from_millis(wait_ms),
-            reply,
-        })
-        .await?;
+    Ok((offer, wait_ms))
+}
+
+/// The leases a lease request got, or what it answers instead.
+fn granted(app: &App, outcome: LeaseOutcome) -> Result<Vec<LeaseGrant>, ApiError> {
     match outcome {
-        LeaseOutcome::Granted(leases) => Ok(Json(LeaseReply { leases })),
+        LeaseOutcome::Granted(leases) => Ok(leases),
         LeaseOutcome::Busy => Err(ApiError::busy(format!(
             "{} long polls are parked already; retry",
-            limits.max_parked
+            app.limits().max_parked
         ))),
         LeaseOutcome::Invalid(why) => Err(ApiError::invalid(why)),
     }
@@ -758,13 +797,17 @@ async fn complete(
     }))
 }
 
-/// Up to 1000 completions; one result each, in order.
+/// Up to 1000 completions; one result each, in order. With `next`, the worker's next lease
+/// request too: applied right after the completions, in the same turn of the writer, and
+/// answered with them (it does not wait for work: the completions' answers would wait too).
 #[utoipa::path(
     post, path = "/v1/leases/complete", tag = "leases",
     request_body = BatchCompleteBody,
     responses(
-        (status = 200, description = "one result per completion, in order", body = BatchCompleteReply),
-        (status = 413, description = "too_large: more than 1000 completions", body = ErrorBody)
+        (status = 200, description = "one result per completion, in order; with `next`, its leases or `lease_error`", body = BatchCompleteReply),
+        (status = 403, description = "forbidden: `next` names another pool than the worker token's", body = ErrorBody),
+        (status = 413, description = "too_large: more than 1000 completions", body = ErrorBody),
+        (status = 422, description = "invalid: `next.max_jobs` over its limit, or a `next.wait_ms` (nothing applied)", body = ErrorBody)
     )
 )]
 async fn complete_batch(
@@ -782,6 +825,19 @@ async fn complete_batch(
             body.completions.len()
         )));
     }
+    // Checked before anything is applied: a bad `next` changes nothing.
+    if let Some(wait) = body.next.as_ref().and_then(|n| n.wait_ms)
+        && wait > 0
+    {
+        return Err(ApiError::invalid(format!(
+            "field `next.wait_ms`: {wait}, but a lease request inside a completion call is \
+             answered at once, with the completions; long-poll with POST /v1/leases"
+        )));
+    }
+    let next = body
+        .next
+        .map(|next| lease_offer(&app, &caller, next, "next."))
+        .transpose()?;
     let mut slots: Vec<Result<usize, CompletionResult>> = Vec::new();
     let mut items = Vec::new();
     for (i, value) in body.completions.into_iter().enumerate() {
@@ -805,11 +861,47 @@ async fn complete_batch(
         }
     }
     let ids: Vec<String> = items.iter().map(|c| c.job.clone()).collect();
-    let results: Vec<Result<JobState, LeaseFailure>> = if items.is_empty() {
-        Vec::new()
+    // Both commands are sent before either answer is awaited, the lease request after the
+    // completions: the writer applies them in that order, usually in one turn, so the
+    // capacity the completions free goes to the lease request and one commit covers both.
+    let completed = if items.is_empty() {
+        None
     } else {
-        app.call(app.timeout(), |reply| Command::Complete { items, reply })
-            .await?
+        Some(app.send(|reply| Command::Complete { items, reply })?)
+    };
+    let leasing = next.map(|(offer, _)| {
+        app.send(|reply| Command::Lease {
+            offer,
+            wait: Dur::ZERO,
+            reply,
+        })
+    });
+    let results: Vec<Result<JobState, LeaseFailure>> = match completed {
+        None => Vec::new(),
+        Some(answer) => App::answer(app.timeout(), answer).await?,
+    };
+    // The completions are durable from here: a failed lease request is told beside them.
+    let (leases, lease_error) = match leasing {
+        None => (None, None),
+        Some(sent) => {
+            let leases = match sent {
+                Ok(answer) => App::answer(app.timeout(), answer)
+                    .await
+                    .and_then(|outcome| granted(&app, outcome)),
+                Err(e) => Err(e),
+            };
+            match leases {
+                Ok(leases) => (Some(leases), None),
+                Err(e) => (
+                    Some(Vec::new()),
+                    Some(LeaseProblem {
+                        status: e.status.as_u16(),
+                        error: e.code.to_string(),
+                        message: e.message,
+                    }),
+                ),
+            }
+        }
     };
     let mut results = results.into_iter();
     let out = slots
@@ -847,7 +939,11 @@ async fn complete_batch(
             }
         })
         .collect();
-    Ok(Json(BatchCompleteReply { results: out }))
+    Ok(Json(BatchCompleteReply {
+        results: out,
+        leases,
+        lease_error,
+    }))
 }
 
 /// The policy in force and its version.

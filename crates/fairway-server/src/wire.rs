@@ -433,13 +433,21 @@ pub struct CompletionItem {
     pub progress_ms: Option<u64>,
 }
 
-/// `POST /v1/leases/complete`: several completions.
+/// `POST /v1/leases/complete`: several completions, and perhaps the worker's next lease
+/// request.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BatchCompleteBody {
     /// The completions (at most 1000).
     #[schema(value_type = Vec<CompletionItem>)]
     pub completions: Vec<Value>,
+    /// The worker's next lease request, as `POST /v1/leases` takes it but without a wait
+    /// (`wait_ms` absent or 0): applied right after the completions, so that the capacity
+    /// they free is offered at once, and answered with them, in `leases`, with what that
+    /// scheduling pass grants. One call and one commit instead of two; a worker that gets no
+    /// lease this way long-polls with `POST /v1/leases`.
+    #[serde(default)]
+    pub next: Option<LeaseBody>,
 }
 
 /// One completion's result.
@@ -464,10 +472,31 @@ pub struct CompletionResult {
 }
 
 /// The answer to a batch of completions.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
 pub struct BatchCompleteReply {
     /// One per completion, in order.
     pub results: Vec<CompletionResult>,
+    /// With `next`: the leases granted (empty when there was no work for the worker, or when
+    /// the request failed: see `lease_error`). Absent without `next`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leases: Option<Vec<LeaseGrant>>,
+    /// With `next`: why the lease request failed after the completions were applied (a
+    /// `busy` server with too many parked long polls, an offer the engine refused, a server
+    /// stopping). The completions' results stand; ask for leases again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_error: Option<LeaseProblem>,
+}
+
+/// Why the lease request of a `POST /v1/leases/complete` failed: what `POST /v1/leases`
+/// would have answered.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct LeaseProblem {
+    /// The HTTP status `POST /v1/leases` would have answered.
+    pub status: u16,
+    /// Its stable code (`busy`, `invalid`, `unavailable`, ...).
+    pub error: String,
+    /// For a human.
+    pub message: String,
 }
 
 /// `GET /v1/policy`.

@@ -174,6 +174,126 @@ async fn batch_submit_and_batch_complete() {
     assert_eq!(server.status("m0").await.0, 404);
 }
 
+/// A completion call with `next` completes, then leases in the same call: the capacity the
+/// completions free goes to the lease request (a worker of capacity 2 holding 2 leases gets 2
+/// more); with no work left it answers at once with no leases. A bad `next` changes nothing;
+/// a lease request the engine refuses after the completions leaves their results standing
+/// and says why in `lease_error`. Without `next` the reply has no `leases`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn completions_with_the_next_lease_request_in_one_call() {
+    let dir = TempDir::new("complete-next");
+    let server = TestServer::start(dir.path(), |_| {}).await;
+    for i in 0..4 {
+        let (code, reply) = server
+            .submit(json!({"id": format!("n{i}"), "tenant": "acme", "payload": i}))
+            .await;
+        assert_eq!(code, 201, "{reply}");
+    }
+    let offer = json!({"worker": "w1", "capacity": {"cpu": 2}, "max_jobs": 2});
+    let (code, reply) = server.post("/v1/leases", offer.clone()).await;
+    assert_eq!(code, 200, "{reply}");
+    let first = reply["leases"].as_array().unwrap().clone();
+    assert_eq!(first.len(), 2, "{reply}");
+    let done = |leases: &[Value]| -> Vec<Value> {
+        leases
+            .iter()
+            .map(|l| json!({"job_id": l["job_id"], "epoch": l["epoch"], "outcome": "succeeded"}))
+            .collect()
+    };
+    let complete = async |leases: &[Value], next: &Value| {
+        let body = json!({"completions": done(leases), "next": next});
+        server.post("/v1/leases/complete", body).await
+    };
+
+    let (code, reply) = complete(&first, &offer).await;
+    assert_eq!(code, 200, "{reply}");
+    for (r, l) in reply["results"].as_array().unwrap().iter().zip(&first) {
+        assert_eq!(
+            (r["job_id"].clone(), r["state"].clone()),
+            (l["job_id"].clone(), json!("succeeded"))
+        );
+    }
+    let second = reply["leases"].as_array().unwrap().clone();
+    assert_eq!(
+        second.len(),
+        2,
+        "the completions' capacity is leased again: {reply}"
+    );
+    assert!(reply.get("lease_error").is_none(), "{reply}");
+    for l in &second {
+        assert!(!first.iter().any(|f| f["job_id"] == l["job_id"]), "{reply}");
+        let (_, status) = server.status(l["job_id"].as_str().unwrap()).await;
+        assert_eq!(status["state"], "running", "{status}");
+        let number: u64 = l["job_id"].as_str().unwrap()[1..].parse().unwrap();
+        assert_eq!(l["payload"], number, "each lease carries its job's payload");
+    }
+
+    // No work left: answered at once, with no leases.
+    let started = Instant::now();
+    let (code, reply) = complete(&second, &offer).await;
+    assert_eq!(code, 200, "{reply}");
+    assert_eq!(reply["leases"], json!([]), "{reply}");
+    assert_eq!(reply["results"][1]["state"], "succeeded", "{reply}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "it does not wait for work"
+    );
+
+    // A bad `next` is refused before anything is applied.
+    let (code, _) = server.submit(json!({"id": "n4", "tenant": "acme"})).await;
+    assert_eq!(code, 201);
+    let held = server.lease("w2", 1, 0).await;
+    assert_eq!(held.len(), 1);
+    for (next, field) in [
+        (
+            json!({"worker": "w2", "capacity": {"cpu": 1}, "wait_ms": 5000}),
+            "next.wait_ms",
+        ),
+        (
+            json!({"worker": "w2", "capacity": {"cpu": 1}, "max_jobs": 100000}),
+            "next.max_jobs",
+        ),
+        (json!({"worker": "w2", "capcity": {}}), "capcity"),
+    ] {
+        let (code, reply) = complete(&held, &next).await;
+        assert_eq!(code, 422, "{reply}");
+        let message = reply["message"].as_str().unwrap();
+        assert!(message.contains(field), "{reply}");
+        assert_eq!(server.status("n4").await.1["state"], "running");
+    }
+
+    // The engine refuses the offer after the completions were applied: they stand.
+    let refused = json!({"worker": "w2", "capacity": {}});
+    let (code, reply) = complete(&held, &refused).await;
+    assert_eq!(code, 200, "{reply}");
+    assert_eq!(reply["results"][0]["state"], "succeeded", "{reply}");
+    assert_eq!(reply["leases"], json!([]), "{reply}");
+    assert_eq!(reply["lease_error"]["status"], 422, "{reply}");
+    assert_eq!(reply["lease_error"]["error"], "invalid", "{reply}");
+    assert!(
+        reply["lease_error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no capacity"),
+        "{reply}"
+    );
+    assert_eq!(server.status("n4").await.1["state"], "succeeded");
+
+    // Without `next`, the reply is as it always was.
+    let (code, reply) = server
+        .post(
+            "/v1/leases/complete",
+            json!({"completions": [{"job_id": "n4", "epoch": 9, "outcome": "succeeded"}]}),
+        )
+        .await;
+    assert_eq!(code, 200, "{reply}");
+    assert!(
+        reply.get("leases").is_none() && reply.get("lease_error").is_none(),
+        "{reply}"
+    );
+    server.stop().await.expect("clean stop");
+}
+
 /// The same id again returns the first outcome and creates nothing: one job, leased once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn same_id_twice_is_one_job() {

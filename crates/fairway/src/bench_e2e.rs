@@ -52,7 +52,7 @@
 use clap::{Args, ValueEnum};
 use fairway_client::{
     AttemptOutcome, Client, CompleteRequest, Completion, JobContext, JobOutcome, JobSpec, JobState,
-    LeaseRequest, Worker, WorkerConfig,
+    Lease, LeaseRequest, Worker, WorkerConfig,
 };
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -209,6 +209,11 @@ pub struct E2eArgs {
     /// Leases per call, and capacity (`cpu`), of each batched worker (at most 1000).
     #[arg(long, default_value_t = 250)]
     pub batch: usize,
+    /// Batched workers report a batch's completions in one call and ask for leases in
+    /// another, instead of both in one call (`Client::complete_and_lease`): the way they
+    /// worked before it, kept to measure the difference.
+    #[arg(long)]
+    pub complete_separately: bool,
     /// SDK workers.
     #[arg(long, default_value_t = 2)]
     pub sdk_workers: usize,
@@ -894,15 +899,23 @@ impl Pool {
                         slots: args.batch as u32,
                         cost,
                         stats: stats.clone(),
+                        combined: !args.complete_separately,
                     };
                     let stop = stop.subscribe();
                     tasks.spawn(async move { worker.run(stop).await });
                 }
                 format!(
-                    "{} batched worker tasks x (lease up to {} per call, capacity cpu={}, one \
-                     complete call per batch); Rust SDK over loopback HTTP; server fsyncs every \
-                     group commit",
-                    args.workers, args.batch, args.batch
+                    "{} batched worker tasks x (lease up to {} per call, capacity cpu={}, {}); \
+                     Rust SDK over loopback HTTP; server fsyncs every group commit",
+                    args.workers,
+                    args.batch,
+                    args.batch,
+                    if args.complete_separately {
+                        "one complete call per batch, then a lease call"
+                    } else {
+                        "one call completes a batch and leases the next, a long poll when that \
+                         got none"
+                    }
                 )
             }
             WorkerKind::Sdk => {
@@ -991,13 +1004,15 @@ async fn sdk_handler(job: JobContext, cost: Cost, stats: Arc<Stats>) -> JobOutco
     JobOutcome::Succeeded
 }
 
-/// A worker that leases up to `slots` jobs per call, runs them, and completes them in one call.
+/// A worker that leases up to `slots` jobs per call, runs them, and completes them in one call,
+/// which leases the next batch too (`combined`) or is followed by a lease call.
 struct BatchedWorker {
     client: Client,
     name: String,
     slots: u32,
     cost: Cost,
     stats: Arc<Stats>,
+    combined: bool,
 }
 
 impl BatchedWorker {
@@ -1011,24 +1026,30 @@ impl BatchedWorker {
             wait_ms: Some(20_000),
         };
         let mut failures = 0u32;
+        // Leases in hand from the last completion call (`combined`).
+        let mut next = Vec::new();
         loop {
             if *stop.borrow() {
                 return Ok(());
             }
-            let leased = tokio::select! {
-                leased = self.client.lease(&request) => leased,
-                _ = stop.changed() => return Ok(()),
-            };
-            let leases = match leased {
-                Ok(leases) => leases,
-                Err(e) => {
-                    failures += 1;
-                    if failures > 50 {
-                        return Err(format!("{}: leasing failed 50 times: {e}", self.name));
+            let leases = if next.is_empty() {
+                let leased = tokio::select! {
+                    leased = self.client.lease(&request) => leased,
+                    _ = stop.changed() => return Ok(()),
+                };
+                match leased {
+                    Ok(leases) => leases,
+                    Err(e) => {
+                        failures += 1;
+                        if failures > 50 {
+                            return Err(format!("{}: leasing failed 50 times: {e}", self.name));
+                        }
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
                     }
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
                 }
+            } else {
+                std::mem::take(&mut next)
             };
             if leases.is_empty() {
                 continue;
@@ -1077,22 +1098,42 @@ impl BatchedWorker {
                 });
             }
             self.stats.finished(records);
-            self.complete(completions).await?;
+            next = self
+                .complete(completions, self.combined.then_some(&request))
+                .await?;
         }
     }
 
-    /// Reports a batch's completions, retrying transport failures a few times.
-    async fn complete(&self, completions: Vec<Completion>) -> Result<(), String> {
+    /// Reports a batch's completions, with the next lease request when `next` is given (its
+    /// leases are returned; a failed lease request returns none, and the worker long-polls),
+    /// retrying transport failures a few times.
+    async fn complete(
+        &self,
+        completions: Vec<Completion>,
+        next: Option<&LeaseRequest>,
+    ) -> Result<Vec<Lease>, String> {
         let mut tries = 0;
         loop {
-            match self.client.complete_batch(completions.clone()).await {
-                Ok(results) => {
+            let answer = match next {
+                Some(next) => self
+                    .client
+                    .complete_and_lease(completions.clone(), next)
+                    .await
+                    .map(|(results, leases)| (results, leases.unwrap_or_default())),
+                None => self
+                    .client
+                    .complete_batch(completions.clone())
+                    .await
+                    .map(|results| (results, Vec::new())),
+            };
+            match answer {
+                Ok((results, leases)) => {
                     let ok = results
                         .iter()
                         .filter(|r| r.state == Some(JobState::Succeeded))
                         .count();
                     self.stats.acknowledged(ok as u64);
-                    return Ok(());
+                    return Ok(leases);
                 }
                 Err(e) if e.is_retryable() && tries < 5 => {
                     tries += 1;
@@ -1986,6 +2027,7 @@ mod tests {
             estimate_ms: None,
             workers: 1,
             batch: 1,
+            complete_separately: false,
             sdk_workers: 1,
             sdk_concurrency: 1,
             wait_limit_s: 1,

@@ -698,6 +698,95 @@ fn the_sdk_batch_submit_answers_each_job_in_order() {
     });
 }
 
+/// `complete_and_lease` reports a batch and gets the next one in one call: the capacity the
+/// completions free is leased at once; with no work it answers at once (the request's wait is
+/// not sent) with none; a lease request the server refuses after the completions comes back as
+/// the inner error, the completions' results standing.
+#[test]
+fn the_sdk_completes_a_batch_and_leases_the_next_in_one_call() {
+    use fairway_client::{AttemptOutcome, CompleteRequest, Completion, Error, Lease, LeaseRequest};
+    let server = Server::start("sdk-complete-next");
+    let client = server.client();
+    runtime().block_on(async move {
+        for i in 0..3 {
+            client
+                .submit(JobSpec::new("acme").id(format!("c{i}")))
+                .await
+                .expect("submit");
+        }
+        let request = LeaseRequest {
+            worker: "w1".into(),
+            pool: None,
+            capacity: [("cpu".to_string(), 2.0)].into(),
+            labels: Default::default(),
+            max_jobs: Some(2),
+            wait_ms: Some(20_000),
+        };
+        let done = |leases: &[Lease]| -> Vec<Completion> {
+            leases
+                .iter()
+                .map(|l| Completion {
+                    job_id: l.job_id.clone(),
+                    request: CompleteRequest {
+                        epoch: l.epoch,
+                        outcome: AttemptOutcome::Succeeded,
+                        retryable: None,
+                        usage_ms: None,
+                        progress_ms: None,
+                    },
+                })
+                .collect()
+        };
+        let first = client.lease(&request).await.expect("lease");
+        assert_eq!(first.len(), 2);
+        let (results, next) = client
+            .complete_and_lease(done(&first), &request)
+            .await
+            .expect("the call");
+        assert!(results.iter().all(|r| r.state == Some(JobState::Succeeded)));
+        let next = next.expect("leases");
+        assert_eq!(next.len(), 1, "the one job left");
+        assert!(!first.iter().any(|l| l.job_id == next[0].job_id));
+
+        let started = Instant::now();
+        let (results, none) = client
+            .complete_and_lease(done(&next), &request)
+            .await
+            .expect("the call");
+        assert_eq!(results[0].state, Some(JobState::Succeeded));
+        assert_eq!(none.expect("an answer"), Vec::<Lease>::new());
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "no long poll inside a completion call"
+        );
+
+        client
+            .submit(JobSpec::new("acme").id("c3"))
+            .await
+            .expect("submit");
+        let held = client.lease(&request).await.expect("lease");
+        let refused = LeaseRequest {
+            capacity: Default::default(),
+            ..request.clone()
+        };
+        let (results, leases) = client
+            .complete_and_lease(done(&held), &refused)
+            .await
+            .expect("the call");
+        assert_eq!(results[0].state, Some(JobState::Succeeded));
+        match leases {
+            Err(Error::Http { status, code, .. }) => {
+                assert_eq!((status, code.as_str()), (422, "invalid"))
+            }
+            other => panic!("expected the lease request's refusal, got {other:?}"),
+        }
+        assert_eq!(
+            client.status("c3").await.unwrap().state,
+            JobState::Succeeded
+        );
+    });
+}
+
 /// The server's count of writer commands so far (`fairway_group_commit_commands_sum`): one
 /// per submission request, whether it holds one job or a batch.
 async fn writer_commands(url: &str) -> f64 {
