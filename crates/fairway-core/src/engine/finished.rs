@@ -42,6 +42,10 @@ type Slot = Option<(Box<str>, Finished)>;
 pub(crate) struct FinishedJobs {
     /// Oldest first; the first `head` slots are forgotten.
     slots: Chunked<Slot>,
+    /// The hash ([`id_hash`], 32 bits) of each slot's id, beside `slots`: forgetting the
+    /// oldest record takes its index entry out by hash, and reading its id instead (written a
+    /// retention's worth of jobs ago, long out of every cache) was a miss per finished job.
+    hashes: Chunked<u32>,
     /// Forgotten slots at the front of `slots` (fewer than a chunk).
     head: usize,
     /// Each id's place in finishing order since the engine began: `forgotten` plus its index
@@ -111,6 +115,7 @@ impl FinishedJobs {
             hash: id_hash(&id) as u32,
         };
         self.slots.push(Some((id, f)));
+        self.hashes.push(place.hash);
         let (slots, head, forgotten) = (&self.slots, self.head, self.forgotten);
         let last = slots.last().expect("just pushed");
         let id = &last.as_ref().expect("just pushed").0;
@@ -126,13 +131,14 @@ impl FinishedJobs {
         // An id remembered twice points at its later place: that stays.
         let place = Held {
             place: self.forgotten as u32,
-            hash: id_hash(&old) as u32,
+            hash: self.hashes[self.head],
         };
         self.by_id.remove_at(&old, place);
         self.forgotten += 1;
         self.head += 1;
         if self.head == CHUNK || self.head == self.slots.len() {
             self.slots.drop_first_chunk();
+            self.hashes.drop_first_chunk();
             self.head = 0;
         }
     }
