@@ -15,6 +15,13 @@
 //! is sent at once, and jobs that end while a report is in flight share the next call. A job's
 //! slot is freed once its outcome is recorded (or given up on).
 //!
+//! While the loop has no poll out (every slot taken), the reporter's call also asks for the
+//! next leases, as many as the jobs it reports (`next`, [`Client::complete_and_lease`]): a
+//! busy worker then makes one call, and waits for one commit, per round of jobs instead of
+//! two. The reporter hands those leases to the loop before it frees the slots of the jobs it
+//! reported, so the loop starts them before it would poll. While a poll is out, the reporter
+//! only completes: two lease requests of one worker would answer each other empty.
+//!
 //! Bounds: at most `max_jobs` jobs run at once and the loop asks for no more leases than it
 //! has free slots, so nothing queues inside the worker; each job holds one task for its
 //! handler and one future for its heartbeats, and at most `max_jobs` completions wait for the
@@ -29,7 +36,7 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinSet;
@@ -269,19 +276,51 @@ impl Worker {
         let mut shutdown = self.shutdown.subscribe();
         let mut jobs: JoinSet<()> = JoinSet::new();
         let (report, reports) = mpsc::channel(max_jobs as usize);
-        let reporter = tokio::spawn(report_completions(self.client.clone(), reports));
+        // Leases the reporter got with its completions, for the loop to start. Bounded by the
+        // server: it grants a worker no more than its capacity holds, these included, and
+        // each call asks for no more than the slots its completions free.
+        let (handed, mut leased) = mpsc::unbounded_channel();
+        let polling = Arc::new(AtomicBool::new(false));
+        let reporter = tokio::spawn(report_completions(
+            self.client.clone(),
+            reports,
+            Reporting {
+                next: self.lease_request(max_jobs),
+                polling: polling.clone(),
+                shutdown: self.shutdown.subscribe(),
+                handed,
+            },
+        ));
+        let start = |jobs: &mut JoinSet<()>, leases: Vec<Lease>| {
+            for lease in leases {
+                tracing::debug!(job_id = %lease.job_id, attempt = lease.attempt, epoch = lease.epoch, "leased");
+                jobs.spawn(run_job(
+                    self.client.clone(),
+                    lease,
+                    handler.clone(),
+                    self.config.heartbeat_interval,
+                    self.shutdown.subscribe(),
+                    report.clone(),
+                ));
+            }
+        };
         let mut backoff = Duration::ZERO;
         let mut fatal = None;
         loop {
             while jobs.try_join_next().is_some() {}
+            while let Ok(leases) = leased.try_recv() {
+                start(&mut jobs, leases);
+            }
             if *shutdown.borrow() != Shutdown::Running {
                 break;
             }
             let free = max_jobs.saturating_sub(jobs.len() as u32);
             if free == 0 {
-                // Full: wait for a slot. Heartbeats keep the worker known to the server.
+                // Full: wait for a slot, or for the leases the reporter got with the
+                // completions that free slots. Heartbeats keep the worker known to the server.
                 tokio::select! {
                     _ = jobs.join_next() => {}
+                    Some(leases) = leased.recv() => start(&mut jobs, leases),
                     _ = shutdown.changed() => {}
                 }
                 continue;
@@ -292,35 +331,19 @@ impl Worker {
                     _ = shutdown.changed() => continue,
                 }
             }
-            let request = LeaseRequest {
-                worker: self.config.worker.clone(),
-                pool: self.config.pool.clone(),
-                capacity: self.config.capacity.clone(),
-                labels: self.config.labels.clone(),
-                max_jobs: Some(free),
-                wait_ms: Some(self.config.wait_ms),
-            };
+            let request = self.lease_request(free);
             // A shutdown abandons the poll in flight; a lease granted in that instant is
             // never started and expires on the server, which then retries the job.
+            polling.store(true, Ordering::SeqCst);
             let polled = tokio::select! {
                 polled = self.client.lease(&request) => polled,
-                _ = shutdown.changed() => continue,
+                _ = shutdown.changed() => Ok(Vec::new()),
             };
+            polling.store(false, Ordering::SeqCst);
             match polled {
                 Ok(leases) => {
                     backoff = Duration::ZERO;
-                    for lease in leases {
-                        tracing::debug!(job_id = %lease.job_id, attempt = lease.attempt, epoch = lease.epoch, "leased");
-                        let job = run_job(
-                            self.client.clone(),
-                            lease,
-                            handler.clone(),
-                            self.config.heartbeat_interval,
-                            self.shutdown.subscribe(),
-                            report.clone(),
-                        );
-                        jobs.spawn(job);
-                    }
+                    start(&mut jobs, leases);
                 }
                 Err(e)
                     if e.is_retryable()
@@ -340,13 +363,38 @@ impl Worker {
             }
         }
         // Shut down: the stop mode has reached every job through its own receiver; wait for
-        // each to report.
-        while jobs.join_next().await.is_some() {}
+        // each to report. Leases the reporter got before it saw the shutdown are started too
+        // (they see the stop mode at once): left alone they would wait out their lease.
+        loop {
+            tokio::select! {
+                joined = jobs.join_next() => if joined.is_none() {
+                    match leased.try_recv() {
+                        Ok(leases) => start(&mut jobs, leases),
+                        Err(_) => break,
+                    }
+                },
+                Some(leases) = leased.recv() => start(&mut jobs, leases),
+            }
+        }
         drop(report);
         let _ = reporter.await;
         match fatal {
             Some(e) => Err(e),
             None => Ok(()),
+        }
+    }
+}
+
+impl Worker {
+    /// The worker's lease request for up to `max_jobs` jobs.
+    fn lease_request(&self, max_jobs: u32) -> LeaseRequest {
+        LeaseRequest {
+            worker: self.config.worker.clone(),
+            pool: self.config.pool.clone(),
+            capacity: self.config.capacity.clone(),
+            labels: self.config.labels.clone(),
+            max_jobs: Some(max_jobs),
+            wait_ms: Some(self.config.wait_ms),
         }
     }
 }
@@ -520,9 +568,26 @@ fn complete_request(lease: &Lease, outcome: JobOutcome, usage_ms: u64) -> Comple
     }
 }
 
+/// What the reporter needs to ask for leases with its completions.
+struct Reporting {
+    /// The worker's lease request (`max_jobs` is set per call).
+    next: LeaseRequest,
+    /// Set while the loop has a poll out: the reporter then only completes.
+    polling: Arc<AtomicBool>,
+    /// Once the worker stops running new jobs, the reporter only completes.
+    shutdown: watch::Receiver<Shutdown>,
+    /// Where the leases it gets go, to the loop.
+    handed: mpsc::UnboundedSender<Vec<Lease>>,
+}
+
 /// The reporter: sends the completions waiting in `reports` (at most [`MAX_BATCH`] a call) as
-/// soon as the previous call has returned, until every sender is gone.
-async fn report_completions(client: Client, mut reports: mpsc::Receiver<Report>) {
+/// soon as the previous call has returned, until every sender is gone; with them, a request
+/// for as many leases while the loop has no poll out and the worker runs.
+async fn report_completions(
+    client: Client,
+    mut reports: mpsc::Receiver<Report>,
+    reporting: Reporting,
+) {
     let mut batch = Vec::new();
     while let Some(first) = reports.recv().await {
         batch.push(first);
@@ -532,22 +597,54 @@ async fn report_completions(client: Client, mut reports: mpsc::Receiver<Report>)
                 Err(_) => break,
             }
         }
-        complete_batch(&client, &batch).await;
+        let lease = *reporting.shutdown.borrow() == Shutdown::Running
+            && !reporting.polling.load(Ordering::SeqCst);
+        let next = lease.then(|| LeaseRequest {
+            max_jobs: Some(batch.len() as u32),
+            ..reporting.next.clone()
+        });
+        let leases = complete_batch(&client, &batch, next.as_ref()).await;
+        if !leases.is_empty() {
+            // Before the slots are freed: the loop finds them when it wakes up for a slot.
+            let _ = reporting.handed.send(leases);
+        }
         // Dropping each sender tells its job that the reporter is done with it.
         batch.clear();
     }
 }
 
-/// Reports one batch of outcomes, retrying transport failures, 429s and 503s a few times
-/// (a completion repeated with the epoch that ended the job is answered with its state, so a
-/// retry after a lost answer is safe). An outcome that is not recorded is logged; the server
-/// then retries the job when its lease expires.
-async fn complete_batch(client: &Client, batch: &[Report]) {
+/// Reports one batch of outcomes, with the lease request `next` if given (the leases it got
+/// are returned), retrying transport failures, 429s and 503s a few times (a completion
+/// repeated with the epoch that ended the job is answered with its state, so a retry after a
+/// lost answer is safe). An outcome that is not recorded is logged; the server then retries
+/// the job when its lease expires. A lease request that fails is logged and gets nothing: the
+/// loop polls.
+async fn complete_batch(
+    client: &Client,
+    batch: &[Report],
+    next: Option<&LeaseRequest>,
+) -> Vec<Lease> {
     let completions: Vec<Completion> = batch.iter().map(|(c, _)| c.clone()).collect();
     let mut wait = Duration::from_millis(100);
     for attempt in 1..=COMPLETE_TRIES {
-        match client.complete_batch(completions.clone()).await {
-            Ok(results) => {
+        let answer = match next {
+            Some(next) => client
+                .complete_and_lease(completions.clone(), next)
+                .await
+                .map(|(results, leases)| {
+                    let leases = leases.unwrap_or_else(|e| {
+                        tracing::warn!(error = %e, "the lease request sent with completions failed");
+                        Vec::new()
+                    });
+                    (results, leases)
+                }),
+            None => client
+                .complete_batch(completions.clone())
+                .await
+                .map(|results| (results, Vec::new())),
+        };
+        match answer {
+            Ok((results, leases)) => {
                 for (result, (c, _)) in results.iter().zip(batch.iter()) {
                     if result.status == 200 {
                         tracing::debug!(job_id = %c.job_id, outcome = ?c.request.outcome, state = ?result.state, "completed");
@@ -557,7 +654,7 @@ async fn complete_batch(client: &Client, batch: &[Report]) {
                         tracing::warn!(job_id = %c.job_id, epoch = c.request.epoch, status = result.status, error = result.error.as_deref().unwrap_or_default(), "completion not recorded");
                     }
                 }
-                return;
+                return leases;
             }
             Err(e) if e.is_retryable() && attempt < COMPLETE_TRIES => {
                 tracing::warn!(jobs = batch.len(), error = %e, "reporting completions failed; retrying");
@@ -568,10 +665,12 @@ async fn complete_batch(client: &Client, batch: &[Report]) {
                 for (c, _) in batch.iter() {
                     tracing::warn!(job_id = %c.job_id, epoch = c.request.epoch, error = %e, "completion not recorded");
                 }
-                return;
+                return Vec::new();
             }
         }
     }
+    // Not reached: the last try returns.
+    Vec::new()
 }
 
 #[cfg(test)]

@@ -255,6 +255,28 @@ impl Drop for WorkerProcess {
     }
 }
 
+/// A worker named `name` in the default pool running up to `slots` jobs over as much `cpu`,
+/// its polls waiting up to `wait_ms`.
+fn worker_config(name: &str, slots: u32, wait_ms: u64) -> WorkerConfig {
+    WorkerConfig {
+        worker: name.into(),
+        pool: Some("default".into()),
+        capacity: [("cpu".to_string(), f64::from(slots))].into(),
+        max_jobs: slots,
+        wait_ms,
+        ..WorkerConfig::default()
+    }
+}
+
+/// Waits for a worker's loop, told to stop, to end cleanly.
+async fn ends_cleanly(running: tokio::task::JoinHandle<Result<(), fairway_client::Error>>) {
+    tokio::time::timeout(PATIENCE, running)
+        .await
+        .expect("the worker stops")
+        .unwrap()
+        .expect("the worker loop ends cleanly");
+}
+
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -602,15 +624,7 @@ fn the_sdk_worker_loop_surfaces_a_cancel_as_the_stop_signal() {
         let job_id = submitted.job_id().to_string();
         let (started_tx, mut started_rx) = tokio::sync::mpsc::channel(1);
         let (stopped_tx, mut stopped_rx) = tokio::sync::mpsc::channel(1);
-        let config = WorkerConfig {
-            worker: "sdk-worker".into(),
-            pool: Some("default".into()),
-            capacity: [("cpu".to_string(), 2.0)].into(),
-            max_jobs: 2,
-            wait_ms: 500,
-            ..WorkerConfig::default()
-        };
-        let worker = Worker::new(client.clone(), config);
+        let worker = Worker::new(client.clone(), worker_config("sdk-worker", 2, 500));
         let shutdown = worker.shutdown_handle();
         let running = tokio::spawn(worker.run(move |job| {
             let started_tx = started_tx.clone();
@@ -655,11 +669,7 @@ fn the_sdk_worker_loop_surfaces_a_cancel_as_the_stop_signal() {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         shutdown.drain();
-        tokio::time::timeout(PATIENCE, running)
-            .await
-            .expect("the worker drains")
-            .unwrap()
-            .expect("the worker loop ends cleanly");
+        ends_cleanly(running).await;
     });
 }
 
@@ -783,6 +793,99 @@ fn the_sdk_completes_a_batch_and_leases_the_next_in_one_call() {
         assert_eq!(
             client.status("c3").await.unwrap().state,
             JobState::Succeeded
+        );
+    });
+}
+
+/// A loopback proxy in front of `target` (`host:port`) that counts, in what clients send, the
+/// long polls (`POST /v1/leases`) and the completion calls that carry a lease request
+/// (`"next"`). Returns its base URL and the two counters.
+async fn counting_proxy(target: String) -> (String, Arc<AtomicU32>, Arc<AtomicU32>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let polls = Arc::new(AtomicU32::new(0));
+    let nexts = Arc::new(AtomicU32::new(0));
+    let (p, n) = (polls.clone(), nexts.clone());
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let server = tokio::net::TcpStream::connect(&target).await.unwrap();
+            let (mut client_rx, mut client_tx) = client.into_split();
+            let (mut server_rx, mut server_tx) = server.into_split();
+            let (p, n) = (p.clone(), n.clone());
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 64 * 1024];
+                while let Ok(read) = client_rx.read(&mut buf).await {
+                    if read == 0 || server_tx.write_all(&buf[..read]).await.is_err() {
+                        break;
+                    }
+                    // Requests are small, and each is written at once: counting per read is
+                    // enough for a test.
+                    let text = String::from_utf8_lossy(&buf[..read]);
+                    let count = |what: &str| text.matches(what).count() as u32;
+                    p.fetch_add(count("POST /v1/leases HTTP/1.1"), Ordering::SeqCst);
+                    n.fetch_add(count("\"next\":"), Ordering::SeqCst);
+                }
+            });
+            tokio::spawn(async move {
+                let _ = tokio::io::copy(&mut server_rx, &mut client_tx).await;
+            });
+        }
+    });
+    (url, polls, nexts)
+}
+
+/// A busy SDK worker gets its next jobs with its completions: with every slot taken it makes
+/// no long poll, and the completion calls carry the lease requests. 40 jobs of 20 ms through
+/// 4 slots took at least 10 long polls before (one per freed slot or more); now the first
+/// poll, the last ones (for an empty queue), and completion calls.
+#[test]
+fn a_busy_sdk_worker_leases_with_its_completions() {
+    let server = Server::start("sdk-next");
+    runtime().block_on(async move {
+        let target = server.url.trim_start_matches("http://").to_string();
+        let (url, polls, nexts) = counting_proxy(target).await;
+        let client = Client::new(&url).expect("a client of the proxy");
+        let jobs: Vec<JobSpec> = (0..40)
+            .map(|i| JobSpec::new("acme").id(format!("k{i}")))
+            .collect();
+        for r in client.submit_batch(jobs).await.expect("submit") {
+            r.expect("accepted");
+        }
+        let worker = Worker::new(client.clone(), worker_config("busy", 4, 20_000));
+        let shutdown = worker.shutdown_handle();
+        let ran = Arc::new(AtomicU32::new(0));
+        let counted = ran.clone();
+        let running = tokio::spawn(worker.run(move |_| {
+            let counted = counted.clone();
+            async move {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                counted.fetch_add(1, Ordering::SeqCst);
+                JobOutcome::Succeeded
+            }
+        }));
+        let deadline = Instant::now() + PATIENCE;
+        let mut done = 0;
+        while done < 40 {
+            assert!(Instant::now() < deadline, "{done} of 40 succeeded in time");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            done = 0;
+            for i in 0..40 {
+                let state = client.status(&format!("k{i}")).await.unwrap().state;
+                done += (state == JobState::Succeeded) as usize;
+            }
+        }
+        shutdown.drain();
+        ends_cleanly(running).await;
+        assert_eq!(ran.load(Ordering::SeqCst), 40, "each job ran once");
+        let (polls, nexts) = (polls.load(Ordering::SeqCst), nexts.load(Ordering::SeqCst));
+        assert!(
+            polls < 10,
+            "{polls} long polls, {nexts} completion calls with a lease request"
+        );
+        assert!(
+            nexts >= 9,
+            "{polls} long polls, {nexts} completion calls with a lease request"
         );
     });
 }
@@ -932,14 +1035,9 @@ fn the_sdk_worker_loop_stops_an_attempt_whose_lease_was_lost() {
         let (stopped_tx, mut stopped_rx) = tokio::sync::mpsc::channel(1);
         let attempts = Arc::new(AtomicU32::new(0));
         let config = WorkerConfig {
-            worker: "slow-heart".into(),
-            pool: Some("default".into()),
-            capacity: [("cpu".to_string(), 1.0)].into(),
-            max_jobs: 1,
-            wait_ms: 500,
             // Heartbeats twice as far apart as the lease is long: the lease expires first.
             heartbeat_interval: Some(Duration::from_millis(2 * LEASE_MS)),
-            ..WorkerConfig::default()
+            ..worker_config("slow-heart", 1, 500)
         };
         let worker = Worker::new(client.clone(), config);
         let shutdown = worker.shutdown_handle();
@@ -967,11 +1065,7 @@ fn the_sdk_worker_loop_stops_an_attempt_whose_lease_was_lost() {
         assert_eq!(reason, StopReason::Lost);
         shutdown.drain();
         release.notify_one();
-        tokio::time::timeout(PATIENCE, running)
-            .await
-            .expect("the worker stops")
-            .unwrap()
-            .expect("the worker loop ends cleanly");
+        ends_cleanly(running).await;
         // The expired attempt was reclaimed: the job waits for its next attempt, and the
         // handler's claimed success was not reported.
         let status = client.status(&job_id).await.unwrap();
