@@ -325,19 +325,36 @@ impl Worker {
                 }
                 continue;
             }
+            // While the loop sleeps or polls, leases the reporter got are started at once, not
+            // when the sleep or the poll ends: a poll may wait `wait_ms` (20 s by default) with
+            // those jobs leased and not started. The reporter asks for them only while no poll
+            // is out, but it may have asked just before this one went out.
             if !backoff.is_zero() {
-                tokio::select! {
-                    _ = tokio::time::sleep(backoff) => {}
-                    _ = shutdown.changed() => continue,
+                let sleep = tokio::time::sleep(backoff);
+                tokio::pin!(sleep);
+                loop {
+                    tokio::select! {
+                        _ = &mut sleep => break,
+                        Some(leases) = leased.recv() => start(&mut jobs, leases),
+                        _ = shutdown.changed() => break,
+                    }
+                }
+                if *shutdown.borrow() != Shutdown::Running {
+                    continue;
                 }
             }
             let request = self.lease_request(free);
             // A shutdown abandons the poll in flight; a lease granted in that instant is
             // never started and expires on the server, which then retries the job.
             polling.store(true, Ordering::SeqCst);
-            let polled = tokio::select! {
-                polled = self.client.lease(&request) => polled,
-                _ = shutdown.changed() => Ok(Vec::new()),
+            let poll = self.client.lease(&request);
+            tokio::pin!(poll);
+            let polled = loop {
+                tokio::select! {
+                    polled = &mut poll => break polled,
+                    Some(leases) = leased.recv() => start(&mut jobs, leases),
+                    _ = shutdown.changed() => break Ok(Vec::new()),
+                }
             };
             polling.store(false, Ordering::SeqCst);
             match polled {
