@@ -51,6 +51,11 @@ for rep in 1 2 3; do
       --max-tenants 10000 --no-idle --no-seed002 $capture >> "$OUT/engine_key.jsonl" 2>>"$OUT/stderr.log"
   done
 done
+# The finished list at its retention (10^6 by default), as in a server that has run longer
+# than that: each decision then also forgets the oldest finished job.
+mark "engine settled"
+"$FW" bench engine --min-queued 1000000 --max-queued 1000000 --min-tenants 10000 \
+  --max-tenants 10000 --no-idle --no-seed002 --warmup 1100000 > "$OUT/engine_settled.jsonl" 2>>"$OUT/stderr.log"
 mark "engine grid"
 "$FW" bench engine --max-queued 1000000 --max-tenants 10000 --decisions 5000 --warmup 1000 \
   > "$OUT/engine_grid.jsonl" 2>>"$OUT/stderr.log"
