@@ -696,6 +696,28 @@ fn granted(app: &App, outcome: LeaseOutcome) -> Result<Vec<LeaseGrant>, ApiError
     }
 }
 
+/// A completion call's items, each read on its own (a malformed one is refused in its slot),
+/// and its lease request. A well-formed body is read in one pass, straight into its final
+/// shape; only a body with a bad item is read again, item by item from JSON values (as
+/// [`batch_items`] does for jobs).
+type CompletionItems = (Vec<Result<CompletionItem, ApiError>>, Option<LeaseBody>);
+
+fn completion_items(body: &[u8]) -> Result<CompletionItems, ApiError> {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct WellFormed {
+        completions: Vec<CompletionItem>,
+        #[serde(default)]
+        next: Option<LeaseBody>,
+    }
+    if let Ok(batch) = serde_json::from_slice::<WellFormed>(body) {
+        return Ok((batch.completions.into_iter().map(Ok).collect(), batch.next));
+    }
+    let batch: BatchCompleteBody = parse_json(body)?;
+    let items = batch.completions.into_iter().map(parse_value).collect();
+    Ok((items, batch.next))
+}
+
 fn lease_failure(job: &str, f: LeaseFailure) -> ApiError {
     match f {
         LeaseFailure::UnknownJob => ApiError::unknown_job(job),
@@ -817,16 +839,16 @@ async fn complete_batch(
 ) -> Result<Json<BatchCompleteReply>, ApiError> {
     let caller = app.caller(&headers)?;
     allow(&caller, Allowed::Workers)?;
-    let body: BatchCompleteBody = parse_json(&body)?;
+    let (completions, next) = completion_items(&body)?;
     let max = app.limits().max_batch;
-    if body.completions.len() > max {
+    if completions.len() > max {
         return Err(ApiError::too_large(format!(
             "field `completions`: {} completions, more than the limit of {max}",
-            body.completions.len()
+            completions.len()
         )));
     }
     // Checked before anything is applied: a bad `next` changes nothing.
-    if let Some(wait) = body.next.as_ref().and_then(|n| n.wait_ms)
+    if let Some(wait) = next.as_ref().and_then(|n| n.wait_ms)
         && wait > 0
     {
         return Err(ApiError::invalid(format!(
@@ -834,14 +856,13 @@ async fn complete_batch(
              answered at once, with the completions; long-poll with POST /v1/leases"
         )));
     }
-    let next = body
-        .next
+    let next = next
         .map(|next| lease_offer(&app, &caller, next, "next."))
         .transpose()?;
-    let mut slots: Vec<Result<usize, CompletionResult>> = Vec::new();
-    let mut items = Vec::new();
-    for (i, value) in body.completions.into_iter().enumerate() {
-        match parse_value::<CompletionItem>(value) {
+    let mut slots: Vec<Result<usize, CompletionResult>> = Vec::with_capacity(completions.len());
+    let mut items = Vec::with_capacity(completions.len());
+    for (i, item) in completions.into_iter().enumerate() {
+        match item {
             Ok(c) => {
                 slots.push(Ok(items.len()));
                 items.push(Completion {
