@@ -19,8 +19,10 @@
 //! next leases, as many as the jobs it reports (`next`, [`Client::complete_and_lease`]): a
 //! busy worker then makes one call, and waits for one commit, per round of jobs instead of
 //! two. The reporter hands those leases to the loop before it frees the slots of the jobs it
-//! reported, so the loop starts them before it would poll. While a poll is out, the reporter
-//! only completes: two lease requests of one worker would answer each other empty.
+//! reported, so the loop starts them before it would poll. One lease request of the worker is
+//! out at a time, the loop's poll or the reporter's (a flag each takes before asking): two
+//! would answer each other empty on the server, and the loop's count of free slots would miss
+//! the leases of the other.
 //!
 //! Bounds: at most `max_jobs` jobs run at once and the loop asks for no more leases than it
 //! has free slots, so nothing queues inside the worker; each job holds one task for its
@@ -280,13 +282,14 @@ impl Worker {
         // server: it grants a worker no more than its capacity holds, these included, and
         // each call asks for no more than the slots its completions free.
         let (handed, mut leased) = mpsc::unbounded_channel();
-        let polling = Arc::new(AtomicBool::new(false));
+        // Held by whoever has a lease request out: the loop's poll or the reporter's call.
+        let asking = Arc::new(AtomicBool::new(false));
         let reporter = tokio::spawn(report_completions(
             self.client.clone(),
             reports,
             Reporting {
                 next: self.lease_request(max_jobs),
-                polling: polling.clone(),
+                asking: asking.clone(),
                 shutdown: self.shutdown.subscribe(),
                 handed,
             },
@@ -325,10 +328,8 @@ impl Worker {
                 }
                 continue;
             }
-            // While the loop sleeps or polls, leases the reporter got are started at once, not
-            // when the sleep or the poll ends: a poll may wait `wait_ms` (20 s by default) with
-            // those jobs leased and not started. The reporter asks for them only while no poll
-            // is out, but it may have asked just before this one went out.
+            // While the loop sleeps, leases the reporter got are started at once, not when the
+            // sleep ends.
             if !backoff.is_zero() {
                 let sleep = tokio::time::sleep(backoff);
                 tokio::pin!(sleep);
@@ -343,10 +344,22 @@ impl Worker {
                     continue;
                 }
             }
+            if asking
+                .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
+                .is_err()
+            {
+                // The reporter's lease request is out: its leases (or its word that it got
+                // none) come through the channel, then the free slots are counted again.
+                tokio::select! {
+                    Some(leases) = leased.recv() => start(&mut jobs, leases),
+                    _ = jobs.join_next(), if !jobs.is_empty() => {}
+                    _ = shutdown.changed() => {}
+                }
+                continue;
+            }
             let request = self.lease_request(free);
             // A shutdown abandons the poll in flight; a lease granted in that instant is
             // never started and expires on the server, which then retries the job.
-            polling.store(true, Ordering::SeqCst);
             let poll = self.client.lease(&request);
             tokio::pin!(poll);
             let polled = loop {
@@ -356,7 +369,7 @@ impl Worker {
                     _ = shutdown.changed() => break Ok(Vec::new()),
                 }
             };
-            polling.store(false, Ordering::SeqCst);
+            asking.store(false, Ordering::SeqCst);
             match polled {
                 Ok(leases) => {
                     backoff = Duration::ZERO;
@@ -589,8 +602,9 @@ fn complete_request(lease: &Lease, outcome: JobOutcome, usage_ms: u64) -> Comple
 struct Reporting {
     /// The worker's lease request (`max_jobs` is set per call).
     next: LeaseRequest,
-    /// Set while the loop has a poll out: the reporter then only completes.
-    polling: Arc<AtomicBool>,
+    /// Held by whoever has a lease request out; while the loop holds it (a poll), the
+    /// reporter only completes.
+    asking: Arc<AtomicBool>,
     /// Once the worker stops running new jobs, the reporter only completes.
     shutdown: watch::Receiver<Shutdown>,
     /// Where the leases it gets go, to the loop.
@@ -615,14 +629,19 @@ async fn report_completions(
             }
         }
         let lease = *reporting.shutdown.borrow() == Shutdown::Running
-            && !reporting.polling.load(Ordering::SeqCst);
+            && reporting
+                .asking
+                .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok();
         let next = lease.then(|| LeaseRequest {
             max_jobs: Some(batch.len() as u32),
             ..reporting.next.clone()
         });
         let leases = complete_batch(&client, &batch, next.as_ref()).await;
-        if !leases.is_empty() {
-            // Before the slots are freed: the loop finds them when it wakes up for a slot.
+        if lease {
+            reporting.asking.store(false, Ordering::SeqCst);
+            // Sent even when empty, to wake a loop waiting to poll; and before the reported
+            // jobs' slots are freed, so that the loop counts these leases when it counts them.
             let _ = reporting.handed.send(leases);
         }
         // Dropping each sender tells its job that the reporter is done with it.

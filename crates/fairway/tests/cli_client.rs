@@ -838,7 +838,8 @@ async fn counting_proxy(target: String) -> (String, Arc<AtomicU32>, Arc<AtomicU3
 /// A busy SDK worker gets its next jobs with its completions: with every slot taken it makes
 /// no long poll, and the completion calls carry the lease requests. 40 jobs of 20 ms through
 /// 4 slots took at least 10 long polls before (one per freed slot or more); now the first
-/// poll, the last ones (for an empty queue), and completion calls.
+/// poll, the last ones (for an empty queue), and completion calls. Its capacity would take 16
+/// jobs: no more than its 4 slots run at once all the same.
 #[test]
 fn a_busy_sdk_worker_leases_with_its_completions() {
     let server = Server::start("sdk-next");
@@ -852,14 +853,22 @@ fn a_busy_sdk_worker_leases_with_its_completions() {
         for r in client.submit_batch(jobs).await.expect("submit") {
             r.expect("accepted");
         }
-        let worker = Worker::new(client.clone(), worker_config("busy", 4, 20_000));
+        let config = WorkerConfig {
+            capacity: [("cpu".to_string(), 16.0)].into(),
+            ..worker_config("busy", 4, 20_000)
+        };
+        let worker = Worker::new(client.clone(), config);
         let shutdown = worker.shutdown_handle();
         let ran = Arc::new(AtomicU32::new(0));
-        let counted = ran.clone();
+        // Handlers running now, and the most at once.
+        let (now, most) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
+        let (counted, at_once, peak) = (ran.clone(), now.clone(), most.clone());
         let running = tokio::spawn(worker.run(move |_| {
-            let counted = counted.clone();
+            let (counted, at_once, peak) = (counted.clone(), at_once.clone(), peak.clone());
             async move {
+                peak.fetch_max(at_once.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
                 tokio::time::sleep(Duration::from_millis(20)).await;
+                at_once.fetch_sub(1, Ordering::SeqCst);
                 counted.fetch_add(1, Ordering::SeqCst);
                 JobOutcome::Succeeded
             }
@@ -878,6 +887,11 @@ fn a_busy_sdk_worker_leases_with_its_completions() {
         shutdown.drain();
         ends_cleanly(running).await;
         assert_eq!(ran.load(Ordering::SeqCst), 40, "each job ran once");
+        assert!(
+            most.load(Ordering::SeqCst) <= 4,
+            "{} at once",
+            most.load(Ordering::SeqCst)
+        );
         let (polls, nexts) = (polls.load(Ordering::SeqCst), nexts.load(Ordering::SeqCst));
         assert!(
             polls < 10,
