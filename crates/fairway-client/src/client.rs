@@ -326,17 +326,6 @@ impl ClientBuilder {
 }
 
 /// One server URL: `http://HOST[:PORT][/PREFIX]`, without a trailing slash.
-/// A protocol error unless `reply` holds one result per completion of the `count` sent.
-fn check_results(reply: &BatchCompleteReply, count: usize) -> Result<(), Error> {
-    if reply.results.len() != count {
-        return Err(Error::Protocol {
-            status: 200,
-            message: format!("{} results for {count} completions", reply.results.len()),
-        });
-    }
-    Ok(())
-}
-
 fn parse_base(text: &str) -> Result<Url, Error> {
     let mut base =
         Url::parse(text).map_err(|e| Error::Invalid(format!("server URL `{text}`: {e}")))?;
@@ -574,44 +563,39 @@ impl Client {
         &self,
         completions: Vec<Completion>,
     ) -> Result<Vec<CompletionResult>, Error> {
-        let count = completions.len();
-        let request = self
-            .request(Method::POST, &["v1", "leases", "complete"])
-            .json(&BatchCompleteRequest {
-                completions,
-                next: None,
-            });
-        let reply: BatchCompleteReply = self.call(request).await?;
-        check_results(&reply, count)?;
-        Ok(reply.results)
+        Ok(self.complete_and_lease(completions, None).await?.0)
     }
 
-    /// Reports completions and asks for the next work in one request
+    /// Reports completions and, with `next`, asks for the next work in the same request
     /// (`POST /v1/leases/complete` with `next`): what [`Client::complete_batch`] and then
     /// [`Client::lease`] do, in one round trip and one commit instead of two. The server
     /// applies the completions first, so the capacity they free is offered to `next`, and
     /// answers at once with what that scheduling pass granted: `next.wait_ms` is not sent
     /// (the completions' answers would wait too), so an empty list means no work right now:
     /// long-poll with [`Client::lease`]. The inner error is the lease request's alone (a busy
-    /// server, say): the completions' results stand.
+    /// server, say): the completions' results stand. Without `next`, no lease is asked for and
+    /// the inner list is empty.
     pub async fn complete_and_lease(
         &self,
         completions: Vec<Completion>,
-        next: &LeaseRequest,
+        next: Option<&LeaseRequest>,
     ) -> Result<(Vec<CompletionResult>, Result<Vec<Lease>, Error>), Error> {
         let count = completions.len();
-        let next = LeaseRequest {
+        let asked = next.is_some();
+        let next = next.map(|next| LeaseRequest {
             wait_ms: None,
             ..next.clone()
-        };
+        });
         let request = self
             .request(Method::POST, &["v1", "leases", "complete"])
-            .json(&BatchCompleteRequest {
-                completions,
-                next: Some(next),
-            });
+            .json(&BatchCompleteRequest { completions, next });
         let reply: BatchCompleteReply = self.call(request).await?;
-        check_results(&reply, count)?;
+        if reply.results.len() != count {
+            return Err(Error::Protocol {
+                status: 200,
+                message: format!("{} results for {count} completions", reply.results.len()),
+            });
+        }
         let leases = match (reply.leases, reply.lease_error) {
             (_, Some(problem)) => {
                 let body = serde_json::json!({"error": problem.error, "message": problem.message});
@@ -622,6 +606,7 @@ impl Client {
                 ))
             }
             (Some(leases), None) => Ok(leases),
+            (None, None) if !asked => Ok(Vec::new()),
             (None, None) => Err(Error::Protocol {
                 status: 200,
                 message: "a completion call with `next` answered no `leases`".to_string(),

@@ -360,14 +360,10 @@ impl Worker {
             let request = self.lease_request(free);
             // A shutdown abandons the poll in flight; a lease granted in that instant is
             // never started and expires on the server, which then retries the job.
-            let poll = self.client.lease(&request);
-            tokio::pin!(poll);
-            let polled = loop {
-                tokio::select! {
-                    polled = &mut poll => break polled,
-                    Some(leases) = leased.recv() => start(&mut jobs, leases),
-                    _ = shutdown.changed() => break Ok(Vec::new()),
-                }
+            // The reporter asks for no lease while this poll is out (the flag is the loop's).
+            let polled = tokio::select! {
+                polled = self.client.lease(&request) => polled,
+                _ = shutdown.changed() => Ok(Vec::new()),
             };
             asking.store(false, Ordering::SeqCst);
             match polled {
@@ -663,22 +659,16 @@ async fn complete_batch(
     let completions: Vec<Completion> = batch.iter().map(|(c, _)| c.clone()).collect();
     let mut wait = Duration::from_millis(100);
     for attempt in 1..=COMPLETE_TRIES {
-        let answer = match next {
-            Some(next) => client
-                .complete_and_lease(completions.clone(), next)
-                .await
-                .map(|(results, leases)| {
-                    let leases = leases.unwrap_or_else(|e| {
-                        tracing::warn!(error = %e, "the lease request sent with completions failed");
-                        Vec::new()
-                    });
-                    (results, leases)
-                }),
-            None => client
-                .complete_batch(completions.clone())
-                .await
-                .map(|results| (results, Vec::new())),
-        };
+        let answer = client
+            .complete_and_lease(completions.clone(), next)
+            .await
+            .map(|(results, leases)| {
+                let leases = leases.unwrap_or_else(|e| {
+                    tracing::warn!(error = %e, "the lease request sent with completions failed");
+                    Vec::new()
+                });
+                (results, leases)
+            });
         match answer {
             Ok((results, leases)) => {
                 for (result, (c, _)) in results.iter().zip(batch.iter()) {

@@ -905,13 +905,8 @@ async fn complete_batch(
     let (leases, lease_error) = match leasing {
         None => (None, None),
         Some(sent) => {
-            let leases = match sent {
-                Ok(answer) => App::answer(app.timeout(), answer)
-                    .await
-                    .and_then(|outcome| granted(&app, outcome)),
-                Err(e) => Err(e),
-            };
-            match leases {
+            let leases = async { granted(&app, App::answer(app.timeout(), sent?).await?) };
+            match leases.await {
                 Ok(leases) => (Some(leases), None),
                 Err(e) => (
                     Some(Vec::new()),

@@ -1114,18 +1114,11 @@ impl BatchedWorker {
     ) -> Result<Vec<Lease>, String> {
         let mut tries = 0;
         loop {
-            let answer = match next {
-                Some(next) => self
-                    .client
-                    .complete_and_lease(completions.clone(), next)
-                    .await
-                    .map(|(results, leases)| (results, leases.unwrap_or_default())),
-                None => self
-                    .client
-                    .complete_batch(completions.clone())
-                    .await
-                    .map(|results| (results, Vec::new())),
-            };
+            let answer = self
+                .client
+                .complete_and_lease(completions.clone(), next)
+                .await
+                .map(|(results, leases)| (results, leases.unwrap_or_default()));
             match answer {
                 Ok((results, leases)) => {
                     let ok = results

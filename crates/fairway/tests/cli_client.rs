@@ -750,7 +750,7 @@ fn the_sdk_completes_a_batch_and_leases_the_next_in_one_call() {
         let first = client.lease(&request).await.expect("lease");
         assert_eq!(first.len(), 2);
         let (results, next) = client
-            .complete_and_lease(done(&first), &request)
+            .complete_and_lease(done(&first), Some(&request))
             .await
             .expect("the call");
         assert!(results.iter().all(|r| r.state == Some(JobState::Succeeded)));
@@ -760,7 +760,7 @@ fn the_sdk_completes_a_batch_and_leases_the_next_in_one_call() {
 
         let started = Instant::now();
         let (results, none) = client
-            .complete_and_lease(done(&next), &request)
+            .complete_and_lease(done(&next), Some(&request))
             .await
             .expect("the call");
         assert_eq!(results[0].state, Some(JobState::Succeeded));
@@ -780,7 +780,7 @@ fn the_sdk_completes_a_batch_and_leases_the_next_in_one_call() {
             ..request.clone()
         };
         let (results, leases) = client
-            .complete_and_lease(done(&held), &refused)
+            .complete_and_lease(done(&held), Some(&refused))
             .await
             .expect("the call");
         assert_eq!(results[0].state, Some(JobState::Succeeded));
