@@ -400,6 +400,64 @@ mod tests {
         }
     }
 
+    /// Every payload of `db`, in key order.
+    fn payloads_of(db: &Database) -> Vec<(String, Vec<u8>)> {
+        let read = db.begin_read().unwrap();
+        let table = read
+            .open_table(redb::TableDefinition::<&str, &[u8]>::new("payloads"))
+            .unwrap();
+        redb::ReadableTable::iter(&table)
+            .unwrap()
+            .map(|row| {
+                let (k, v) = row.unwrap();
+                (k.value().to_string(), v.value().to_vec())
+            })
+            .collect()
+    }
+
+    // Proves: commits written together (each payload's last write only) leave redb as the
+    // same commits written one at a time: a job put and deleted within them leaves nothing,
+    // a put overwritten keeps the last, a delete of an earlier transaction's put removes it,
+    // and a delete of a payload never stored changes nothing.
+    #[test]
+    fn commits_written_together_end_as_written_one_by_one() {
+        let commit = |seq: u64, puts: &[(&str, u8)], deletes: &[&str]| Entry {
+            seq,
+            first_lsn: 0,
+            events: None,
+            puts: puts
+                .iter()
+                .map(|(j, v)| (j.to_string(), vec![*v; 4]))
+                .collect(),
+            deletes: deletes.iter().map(|j| j.to_string()).collect(),
+        };
+        let commits = || {
+            vec![
+                commit(1, &[("old", 1), ("kept", 1)], &[]),
+                commit(2, &[("a", 2), ("b", 2)], &["a"]),
+                commit(3, &[("c", 3), ("b", 3)], &["old", "never"]),
+                commit(4, &[("d", 4)], &["c"]),
+                commit(5, &[("e", 5)], &["d", "e"]),
+            ]
+        };
+        let dir = TempDir::new("applier-together");
+        std::fs::create_dir_all(dir.path()).unwrap();
+        let together = Database::create(dir.path().join("together.redb")).unwrap();
+        let one_by_one = Database::create(dir.path().join("one-by-one.redb")).unwrap();
+        let all = commits();
+        write_entries(&together, &all[..1], Durability::None).unwrap();
+        write_entries(&together, &all[1..], Durability::None).unwrap();
+        for entry in commits() {
+            write_entries(&one_by_one, &[entry], Durability::None).unwrap();
+        }
+        let expected = vec![
+            ("b".to_string(), vec![3; 4]),
+            ("kept".to_string(), vec![1; 4]),
+        ];
+        assert_eq!(payloads_of(&one_by_one), expected);
+        assert_eq!(payloads_of(&together), expected);
+    }
+
     // Proves: the bound holds. While the thread cannot write (a write transaction held on
     // redb), commits are taken until MAX_UNAPPLIED_COMMITS are not in redb, and the next waits;
     // once the thread can write again every commit is taken, and a drain leaves redb holding
