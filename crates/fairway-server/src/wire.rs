@@ -19,7 +19,7 @@ pub mod observe;
 /// Formats an engine instant (Unix-epoch nanoseconds) as RFC 3339 in UTC with milliseconds.
 ///
 /// Written out by hand (every lease's expiry is formatted on the store thread, and the `time`
-/// crate's formatter took about 5% of that thread in a batched run): the civil date from the
+/// crate's formatter took about 4% of that thread in a batched run): the civil date from the
 /// day count is Howard Hinnant's `civil_from_days`. A `u64` of nanoseconds ends in 2554, so
 /// every instant has a four-digit year. `instant_matches_the_time_crate` checks it against
 /// the `time` crate's formatting.
