@@ -60,6 +60,9 @@ pub enum SnapshotRecord {
     V1(Bytes),
 }
 
+/// [`SnapshotRecord`] borrowing its bytes, as serde would write it: the reference
+/// [`snapshot_frame_head`] is tested against.
+#[cfg(test)]
 #[derive(Serialize)]
 enum SnapshotRecordRef<'a> {
     V1(BytesRef<'a>),
@@ -75,8 +78,10 @@ const SNAPSHOT_RECORD_VERSIONS: u32 = 1;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Bytes(pub Vec<u8>);
 
+#[cfg(test)]
 struct BytesRef<'a>(&'a [u8]);
 
+#[cfg(test)]
 impl Serialize for BytesRef<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.serialize_bytes(self.0)
@@ -356,7 +361,28 @@ fn push_varint(out: &mut Vec<u8>, mut value: u64) {
 
 /// Frames the engine's opaque snapshot bytes as `[len][crc32][postcard(SnapshotRecord::V1(bytes))]`.
 pub fn encode_snapshot(bytes: &[u8]) -> Result<Vec<u8>, CodecError> {
-    frame(&SnapshotRecordRef::V1(BytesRef(bytes)))
+    let mut out = snapshot_frame_head(bytes)?;
+    out.extend_from_slice(bytes);
+    Ok(out)
+}
+
+/// What [`encode_snapshot`] writes before `bytes` (the frame's header, the record's variant and
+/// the bytes' length): that head followed by `bytes` is the whole frame. A snapshot holds the
+/// engine's whole state (tens of MB on a busy server), so a store that writes it to a file
+/// writes these two parts one after the other instead of copying the state into one frame.
+pub fn snapshot_frame_head(bytes: &[u8]) -> Result<Vec<u8>, CodecError> {
+    // postcard: the variant index (`V1` is 0), then the bytes as a varint length and the bytes.
+    let mut head = vec![0; FRAME_HEADER_LEN];
+    push_varint(&mut head, 0);
+    push_varint(&mut head, bytes.len() as u64);
+    let payload_len = head.len() - FRAME_HEADER_LEN + bytes.len();
+    let len = u32::try_from(payload_len).map_err(|_| CodecError::TooLarge { len: payload_len })?;
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&head[FRAME_HEADER_LEN..]);
+    crc.update(bytes);
+    head[0..4].copy_from_slice(&len.to_le_bytes());
+    head[4..8].copy_from_slice(&crc.finalize().to_le_bytes());
+    Ok(head)
 }
 
 /// Decodes one framed snapshot back to the engine's bytes, verifying its length, CRC and version.
@@ -554,6 +580,14 @@ mod tests {
         let frame = encode_snapshot(&[9, 8, 7]).unwrap();
         let expected = postcard::to_stdvec(&OwnedSnapshot::V1(vec![9, 8, 7])).unwrap();
         assert_eq!(&frame[FRAME_HEADER_LEN..], &expected[..]);
+        // The head written before the state is the generic framing of the borrowed record, at
+        // the lengths where the varint grows a byte.
+        for len in [0, 1, 127, 128, 16_383, 16_384, 2_097_151, 2_097_152] {
+            let state: Vec<u8> = (0..len).map(|i| (i * 7 + 3) as u8).collect();
+            let generic = super::frame(&SnapshotRecordRef::V1(BytesRef(&state))).unwrap();
+            assert_eq!(encode_snapshot(&state).unwrap(), generic, "{len} bytes");
+            assert_eq!(decode_snapshot(&generic).unwrap(), state);
+        }
     }
 
     /// Calls `check` with each copy of `frame` that has one bit flipped, and that bit's byte.

@@ -93,9 +93,10 @@ fn snapshot_file_lsn(name: &str) -> Option<Lsn> {
         .ok()
 }
 
-/// Writes `bytes` as the file `path`, durably: a temporary file beside it, synced, renamed over
-/// it, and the directory synced. A crash leaves either no file (or the old one) or all of it.
-fn write_durably(dir: &Path, path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
+/// Writes `parts`, one after the other, as the file `path`, durably: a temporary file beside
+/// it, synced, renamed over it, and the directory synced. A crash leaves either no file (or the
+/// old one) or all of it.
+fn write_durably(dir: &Path, path: &Path, parts: &[&[u8]]) -> Result<(), StoreError> {
     use std::io::Write;
     let tmp = path.with_extension("fws.tmp");
     let io = |context: &str, at: &Path| {
@@ -103,7 +104,9 @@ fn write_durably(dir: &Path, path: &Path, bytes: &[u8]) -> Result<(), StoreError
         move |source| StoreError::Io { context, source }
     };
     let mut file = File::create(&tmp).map_err(io("creating", &tmp))?;
-    file.write_all(bytes).map_err(io("writing", &tmp))?;
+    for part in parts {
+        file.write_all(part).map_err(io("writing", &tmp))?;
+    }
     file.sync_data().map_err(io("syncing", &tmp))?;
     drop(file);
     std::fs::rename(&tmp, path).map_err(io("renaming into place", &tmp))?;
@@ -472,10 +475,10 @@ impl RedbStore {
 
     fn put_snapshot_inner(&mut self, lsn: Lsn, bytes: &[u8]) -> Result<(), StoreError> {
         crate::check_snapshot_lsn(lsn, self.last_lsn, self.snapshot_lsn)?;
-        let frame = codec::encode_snapshot(bytes).map_err(StoreError::Encode)?;
+        // The frame's head, then the state as it is: no copy of the state into one frame.
+        let head = codec::snapshot_frame_head(bytes).map_err(StoreError::Encode)?;
         // The file is whole and durable before anything refers to it.
-        write_durably(&self.dir, &snapshot_path(&self.dir, lsn), &frame)?;
-        drop(frame);
+        write_durably(&self.dir, &snapshot_path(&self.dir, lsn), &[&head, bytes])?;
         let mut txn = self
             .db
             .begin_write()
