@@ -234,8 +234,10 @@ pub struct Shared {
     pub events: AtomicU64,
     /// Commands applied.
     pub commands: AtomicU64,
-    /// How long the store side took to store the latest snapshot, in microseconds: the
-    /// engine side paces the next one by it as well as by its own encoding.
+    /// How long the store side took to store the latest snapshot, in microseconds, from the
+    /// call that handed it over to the moment its bytes were freed (a store that writes it
+    /// while commits go on frees them once written): the engine side paces the next one by it
+    /// as well as by its own encoding.
     pub snapshot_store_us: AtomicU64,
     /// The Prometheus metrics the writer counts (`GET /metrics`).
     pub metrics: crate::metrics::Metrics,
@@ -362,6 +364,10 @@ struct Outbox {
 /// [`Limits::commit_batch_max`] commands) ahead of the disk.
 pub const PIPELINE_TURNS: usize = 2;
 
+/// How often an idle store side checks whether a staged snapshot's file is written, to put it
+/// in force ([`EventStore::settle_snapshot`]).
+const SETTLE_POLL: Duration = Duration::from_millis(5);
+
 /// How long the writer waits with no command before it hands free memory back.
 const IDLE_RELEASE: Duration = Duration::from_millis(500);
 
@@ -439,6 +445,8 @@ struct Committer {
     spin: Duration,
     /// Why the store side stopped (a failed commit, term check or snapshot, or deposed).
     failed: Option<String>,
+    /// A snapshot was staged and may not be in force yet ([`EventStore::stage_snapshot`]).
+    staged: bool,
 }
 
 /// Rebuilds the engine from the store: the latest snapshot plus the events after it, or a new
@@ -565,6 +573,7 @@ impl<S: EventStore> Writer<S> {
                 release_memory,
                 spin,
                 failed: None,
+                staged: false,
             },
             store,
             rx,
@@ -700,7 +709,17 @@ impl<S: EventStore> Writer<S> {
         self.turns.release_waiters();
         if self.turns.lsn > 0 && self.turns.events_since_snapshot > 0 {
             let snapshot = self.turns.take_snapshot();
-            let result = self.committer.snapshot(&mut self.store, snapshot);
+            let result = self
+                .committer
+                .snapshot(&mut self.store, snapshot)
+                .and_then(|()| {
+                    // In force before the store is handed back, so that the next start
+                    // replays nothing.
+                    self.store.settle_snapshot(true).map(drop).map_err(|e| {
+                        error!(error = %e, "snapshot failed: stopping");
+                        format!("the last snapshot failed: {e}")
+                    })
+                });
             if result.is_err() {
                 self.turns.fail();
                 return result;
@@ -1209,7 +1228,30 @@ impl Committer {
         store: &mut S,
         sealed: Receiver<Sealed>,
     ) -> Result<(), String> {
-        while let Ok(first) = recv_spinning(&sealed, self.spin, Duration::MAX) {
+        loop {
+            let idle = if self.staged {
+                SETTLE_POLL
+            } else {
+                Duration::MAX
+            };
+            let first = match recv_spinning(&sealed, self.spin, idle) {
+                Ok(first) => first,
+                Err(RecvTimeoutError::Timeout) => {
+                    // Idle with a staged snapshot: in force once written, so that a restart
+                    // of a server that has gone quiet does not replay what it covers.
+                    self.staged = match store.settle_snapshot(false) {
+                        Ok(staged) => staged,
+                        Err(e) => {
+                            error!(error = %e, "snapshot failed: stopping");
+                            let why = self.fail(Vec::new(), format!("snapshot failed: {e}"));
+                            sealed.try_iter().for_each(Committer::refuse);
+                            return Err(why);
+                        }
+                    };
+                    continue;
+                }
+                Err(RecvTimeoutError::Disconnected) => break,
+            };
             let mut group = vec![first];
             while group.len() <= PIPELINE_TURNS
                 && group.last().is_some_and(|t| t.snapshot.is_none())
@@ -1367,33 +1409,40 @@ impl Committer {
     /// the store: the writer stops.
     fn snapshot<S: EventStore>(&mut self, store: &mut S, snapshot: Snapshot) -> Result<(), String> {
         let started = Instant::now();
-        match store.put_snapshot(snapshot.lsn, &snapshot.bytes) {
+        let Snapshot {
+            lsn,
+            bytes,
+            live_jobs,
+            encoded_in,
+        } = snapshot;
+        let len = bytes.len();
+        // The store may write it while the next turns commit (`stage_snapshot`); the time
+        // logged is what the commits waited for. The bytes (the engine's whole state,
+        // encoded) are garbage once stored: as they are freed, the time the store took is
+        // noted for the pacing, and the release hook runs.
+        let bytes = Box::new(FreedBytes {
+            bytes,
+            release: self.release_memory,
+            handed: started,
+            shared: Arc::clone(&self.shared),
+        });
+        match store.stage_snapshot(lsn, bytes) {
             Ok(()) => {
+                self.staged = true;
                 let stored_in = started.elapsed();
-                self.shared
-                    .snapshot_store_us
-                    .store(stored_in.as_micros() as u64, Ordering::Relaxed);
                 info!(
-                    lsn = snapshot.lsn,
-                    bytes = snapshot.bytes.len(),
-                    live_jobs = snapshot.live_jobs,
-                    encode_ms = snapshot.encoded_in.as_millis() as u64,
+                    lsn,
+                    bytes = len,
+                    live_jobs,
+                    encode_ms = encoded_in.as_millis() as u64,
                     store_ms = stored_in.as_millis() as u64,
                     "snapshot"
                 );
-                // The snapshot's bytes (the engine's whole state, encoded) are garbage now.
-                drop(snapshot);
-                if let Some(release) = self.release_memory {
-                    release();
-                }
                 Ok(())
             }
             Err(e) => {
                 error!(error = %e, "snapshot failed: stopping");
-                Err(self.fail(
-                    Vec::new(),
-                    format!("snapshot at LSN {} failed: {e}", snapshot.lsn),
-                ))
+                Err(self.fail(Vec::new(), format!("snapshot at LSN {lsn} failed: {e}")))
             }
         }
     }
@@ -1417,6 +1466,35 @@ impl Committer {
                     let _ = reply.send(Err(Unavailable));
                 }
             }
+        }
+    }
+}
+
+/// A snapshot's bytes, freed on whichever thread the store drops them: the time since they
+/// were handed to the store becomes [`Shared::snapshot_store_us`], and the release hook
+/// ([`WriterSettings::release_memory`]) runs right after.
+struct FreedBytes {
+    bytes: Vec<u8>,
+    release: Option<fn()>,
+    handed: Instant,
+    shared: Arc<Shared>,
+}
+
+impl AsRef<[u8]> for FreedBytes {
+    fn as_ref(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
+impl Drop for FreedBytes {
+    fn drop(&mut self) {
+        drop(std::mem::take(&mut self.bytes));
+        let stored_in = self.handed.elapsed().as_micros() as u64;
+        self.shared
+            .snapshot_store_us
+            .store(stored_in, Ordering::Relaxed);
+        if let Some(release) = self.release {
+            release();
         }
     }
 }

@@ -110,10 +110,14 @@ impl Recovered {
     }
 }
 
+/// A snapshot's bytes handed to [`EventStore::stage_snapshot`].
+pub type SnapshotBytes = Box<dyn AsRef<[u8]> + Send>;
+
 /// A durable home for the engine's events, snapshots and job payloads.
 ///
 /// Synchronous: the server calls it from its dedicated writer thread. Every write is durable
-/// when it returns `Ok` (and only then may the caller acknowledge anything). Any write error
+/// when it returns `Ok` (and only then may the caller acknowledge anything), but a staged
+/// snapshot ([`EventStore::stage_snapshot`]), which nothing is acknowledged on. Any write error
 /// poisons the store: every later call returns [`StoreError::Poisoned`] until the process
 /// reopens the store and recovers.
 pub trait EventStore: Send {
@@ -126,6 +130,29 @@ pub trait EventStore: Send {
     /// between the current snapshot's LSN and [`EventStore::last_lsn`]. In the same commit it
     /// prunes the events at or before `lsn` and the older snapshots.
     fn put_snapshot(&mut self, lsn: Lsn, bytes: &[u8]) -> Result<(), StoreError>;
+
+    /// Stores a snapshot as [`EventStore::put_snapshot`] does, but a backend may write it while
+    /// later commits go on, and put it in force (pruning what it covers) at one of its later
+    /// calls: the server's commits then do not wait while tens of megabytes reach the disk.
+    /// Until it is in force the store recovers as before it (the older snapshot and every event
+    /// after it), and a failure to store it is the error of a later call (which poisons, as a
+    /// failed write does). [`EventStore::recover`], [`EventStore::put_snapshot`] and
+    /// [`EventStore::settle_snapshot`] put a staged snapshot in force first; so does staging
+    /// the next one. By default, `put_snapshot` at once.
+    /// The bytes are dropped where and when the store is done with them (on a thread of its
+    /// own, perhaps), so that their owner can learn it in their `Drop`.
+    fn stage_snapshot(&mut self, lsn: Lsn, bytes: SnapshotBytes) -> Result<(), StoreError> {
+        self.put_snapshot(lsn, (*bytes).as_ref())
+    }
+
+    /// Puts a snapshot staged by [`EventStore::stage_snapshot`] in force: waiting for it to be
+    /// written if `wait` (after a clean stop's snapshot, so that the next start replays
+    /// nothing), else only if it is written already (an idle server's, so that a restart
+    /// does not replay what it covers). Returns whether one is still staged.
+    fn settle_snapshot(&mut self, wait: bool) -> Result<bool, StoreError> {
+        let _ = wait;
+        Ok(false)
+    }
 
     /// Reads the latest snapshot and every event after it, verifying each record's frame and
     /// that the LSNs are contiguous. A bad or missing record is an error naming its LSN: the

@@ -36,7 +36,7 @@
 use crate::applier::{Applier, Pending};
 use crate::codec::{self, CodecError};
 use crate::wal::{self, Entry, Wal};
-use crate::{Batch, EventStore, Lsn, Recovered, StoreError};
+use crate::{Batch, EventStore, Lsn, Recovered, SnapshotBytes, StoreError};
 use redb::{
     Database, Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition,
     TableError,
@@ -113,6 +113,14 @@ fn write_durably(dir: &Path, path: &Path, parts: &[&[u8]]) -> Result<(), StoreEr
     sync_dir(dir)
 }
 
+/// Writes the snapshot file of `lsn` durably: the frame's head, then the engine's state as it
+/// is (no copy of the state into one frame). The file is whole and durable before anything
+/// refers to it.
+fn write_snapshot_file(dir: &Path, lsn: Lsn, bytes: &[u8]) -> Result<(), StoreError> {
+    let head = codec::snapshot_frame_head(bytes).map_err(StoreError::Encode)?;
+    write_durably(dir, &snapshot_path(dir, lsn), &[&head, bytes])
+}
+
 /// Deletes the snapshot files (and temporary ones) of `dir` other than `keep`'s: superseded
 /// ones, and any written by a run that crashed before recording it. Best effort: a file left
 /// over is deleted on a later call.
@@ -149,6 +157,17 @@ pub struct RedbStore {
     wal: Wal,
     /// The number of the last commit (durable in the log or in redb).
     wal_seq: u64,
+    /// A snapshot whose file is being written while commits go on
+    /// ([`EventStore::stage_snapshot`]).
+    staged: Option<Staged>,
+}
+
+/// A staged snapshot: its LSN, and the thread writing its file, which hands the bytes back
+/// (they are freed on the store's thread, as `put_snapshot`'s are: memory a thread frees is
+/// returned to the OS more readily by the thread that allocated or reuses it).
+struct Staged {
+    lsn: Lsn,
+    writing: std::thread::JoinHandle<(Result<(), StoreError>, SnapshotBytes)>,
 }
 
 impl std::fmt::Debug for RedbStore {
@@ -159,6 +178,7 @@ impl std::fmt::Debug for RedbStore {
             .field("snapshot_lsn", &self.snapshot_lsn)
             .field("poisoned", &self.poisoned.get())
             .field("wal_seq", &self.wal_seq)
+            .field("staged", &self.staged.as_ref().map(|s| s.lsn))
             .finish()
     }
 }
@@ -246,6 +266,7 @@ impl RedbStore {
             applier: RefCell::new(applier),
             wal,
             wal_seq,
+            staged: None,
         })
     }
 
@@ -404,6 +425,33 @@ impl RedbStore {
         Ok(())
     }
 
+    /// Puts the staged snapshot in force once its file is written: waiting for the file if
+    /// `wait`, else only if it is already written. A failure to write it poisons the store.
+    fn settle(&mut self, wait: bool) -> Result<(), StoreError> {
+        let Some(staged) = self.staged.take_if(|s| wait || s.writing.is_finished()) else {
+            return Ok(());
+        };
+        let (written, bytes) = match staged.writing.join() {
+            Ok((written, bytes)) => (written, Some(bytes)),
+            Err(_) => {
+                let panicked = StoreError::Backend {
+                    context: format!("writing the snapshot at LSN {}", staged.lsn),
+                    message: "its writer thread panicked".into(),
+                };
+                (Err(panicked), None)
+            }
+        };
+        let result = written
+            .and_then(|()| self.apply_unapplied())
+            .and_then(|()| self.install_snapshot(staged.lsn));
+        // Freed last, as `put_snapshot`'s are: their owner learns then that the snapshot's
+        // work is over (and the server returns what it freed to the OS).
+        drop(bytes);
+        self.poison_on_error(result)?;
+        self.snapshot_lsn = Some(staged.lsn);
+        Ok(())
+    }
+
     fn check_poisoned(&self) -> Result<(), StoreError> {
         crate::unpoisoned(self.poisoned.get())
     }
@@ -475,10 +523,14 @@ impl RedbStore {
 
     fn put_snapshot_inner(&mut self, lsn: Lsn, bytes: &[u8]) -> Result<(), StoreError> {
         crate::check_snapshot_lsn(lsn, self.last_lsn, self.snapshot_lsn)?;
-        // The frame's head, then the state as it is: no copy of the state into one frame.
-        let head = codec::snapshot_frame_head(bytes).map_err(StoreError::Encode)?;
-        // The file is whole and durable before anything refers to it.
-        write_durably(&self.dir, &snapshot_path(&self.dir, lsn), &[&head, bytes])?;
+        write_snapshot_file(&self.dir, lsn, bytes)?;
+        self.install_snapshot(lsn)
+    }
+
+    /// Puts the snapshot whose file is written at `lsn` in force: recorded, and the events it
+    /// covers and the older snapshots pruned, in one durable transaction; then the log starts
+    /// again. Every commit must be applied to redb first.
+    fn install_snapshot(&mut self, lsn: Lsn) -> Result<(), StoreError> {
         let mut txn = self
             .db
             .begin_write()
@@ -547,6 +599,7 @@ fn read_meta(
 impl EventStore for RedbStore {
     fn commit(&mut self, batch: &Batch) -> Result<Lsn, StoreError> {
         self.check_poisoned()?;
+        self.settle(false)?;
         if batch.is_empty() {
             return Ok(self.last_lsn);
         }
@@ -556,6 +609,7 @@ impl EventStore for RedbStore {
     }
 
     fn put_snapshot(&mut self, lsn: Lsn, bytes: &[u8]) -> Result<(), StoreError> {
+        self.settle(true)?;
         self.apply_unapplied()?;
         let result = self.put_snapshot_inner(lsn, bytes);
         self.poison_on_error(result)?;
@@ -563,7 +617,33 @@ impl EventStore for RedbStore {
         Ok(())
     }
 
+    /// The file is written by a thread of its own while commits go on (on a busy server it is
+    /// tens of megabytes: the finished jobs remembered for idempotency); the store puts it in
+    /// force at the first commit after the file is durable.
+    fn stage_snapshot(&mut self, lsn: Lsn, bytes: SnapshotBytes) -> Result<(), StoreError> {
+        self.settle(true)?;
+        let result = crate::check_snapshot_lsn(lsn, self.last_lsn, self.snapshot_lsn);
+        self.poison_on_error(result)?;
+        let dir = self.dir.clone();
+        let writing = std::thread::Builder::new()
+            .name("fairway-snapshot".into())
+            .spawn(move || (write_snapshot_file(&dir, lsn, (*bytes).as_ref()), bytes))
+            .map_err(|source| StoreError::Io {
+                context: "starting the snapshot's writer thread".into(),
+                source,
+            });
+        let writing = self.poison_on_error(writing)?;
+        self.staged = Some(Staged { lsn, writing });
+        Ok(())
+    }
+
+    fn settle_snapshot(&mut self, wait: bool) -> Result<bool, StoreError> {
+        self.settle(wait)?;
+        Ok(self.staged.is_some())
+    }
+
     fn recover(&mut self) -> Result<Recovered, StoreError> {
+        self.settle(true)?;
         self.apply_unapplied()?;
         let read = self
             .db
@@ -663,6 +743,9 @@ impl Drop for RedbStore {
     /// A clean close checkpoints, so that the next open replays nothing. Best effort: if it
     /// fails, the log still holds every commit.
     fn drop(&mut self) {
+        // A staged snapshot is put in force if its file was written; if not, the store
+        // recovers from the one before it and the events after.
+        let _ = self.settle(true);
         if !self.poisoned.get() && self.wal.tail() > 0 {
             let _ = self.checkpoint();
         }

@@ -419,6 +419,116 @@ fn a_snapshot_file_no_commit_records_is_ignored_and_deleted() {
     assert_eq!(lsns, vec![3, 4, 5, 6]);
 }
 
+/// `bytes` as a snapshot to stage.
+fn staged(bytes: &'static [u8]) -> fairway_store::SnapshotBytes {
+    Box::new(bytes)
+}
+
+// Proves: a staged snapshot's file is written while commits go on, but nothing refers to it
+// until the store puts it in force: a crash before (a copy of the files) recovers the snapshot
+// before it and every event after; once settled, it is in force, the older file is gone, and
+// the commits made meanwhile follow it.
+#[test]
+fn a_staged_snapshot_is_in_force_only_once_settled() {
+    let dir = committed("staged-snapshot", 6);
+    let mut store = RedbStore::open(dir.path()).unwrap();
+    store.put_snapshot(2, b"state@2").unwrap();
+    store.stage_snapshot(5, staged(b"state@5")).unwrap();
+    // A crash now (the store has had no call since): the database, the log and the snapshot
+    // files as they are, the staged one written or not.
+    let crashed = crash_copy(dir.path(), "staged-snapshot-crash", true);
+    for name in snapshot_files(dir.path()) {
+        if !name.ends_with(".tmp") {
+            std::fs::copy(dir.path().join(&name), crashed.path().join(&name)).unwrap();
+        }
+    }
+    let recovered = RedbStore::open(crashed.path()).unwrap().recover().unwrap();
+    assert_eq!(recovered.snapshot, Some((2, b"state@2".to_vec())));
+    let lsns: Vec<u64> = recovered.events.iter().map(|(lsn, _)| *lsn).collect();
+    assert_eq!(lsns, vec![3, 4, 5, 6]);
+    store
+        .commit(&Batch::of_events(sample_events(7, 1)))
+        .unwrap();
+    assert!(!store.settle_snapshot(true).unwrap());
+    assert_eq!(snapshot_files(dir.path()), vec![snapshot_file_name(5)]);
+    store
+        .commit(&Batch::of_events(sample_events(8, 1)))
+        .unwrap();
+    let recovered = store.recover().unwrap();
+    assert_eq!(recovered.snapshot, Some((5, b"state@5".to_vec())));
+    let lsns: Vec<u64> = recovered.events.iter().map(|(lsn, _)| *lsn).collect();
+    assert_eq!(lsns, vec![6, 7, 8]);
+}
+
+// Proves: a staged snapshot is put in force by the next commit once its file is written, and
+// by closing the store if no commit came.
+#[test]
+fn a_staged_snapshot_is_put_in_force_by_a_later_commit_or_the_close() {
+    let dir = committed("staged-by-commit", 6);
+    let mut store = RedbStore::open(dir.path()).unwrap();
+    store.stage_snapshot(3, staged(b"state@3")).unwrap();
+    // The file appears once written; the commit after that puts it in force.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut lsn = 6;
+    loop {
+        lsn += 1;
+        store
+            .commit(&Batch::of_events(sample_events(lsn, 1)))
+            .unwrap();
+        let recovered = store.recover().unwrap();
+        if recovered.snapshot.is_some() {
+            assert_eq!(recovered.snapshot, Some((3, b"state@3".to_vec())));
+            assert_eq!(recovered.events.first().map(|e| e.0), Some(4));
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "never in force");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    store.stage_snapshot(lsn, staged(b"state@last")).unwrap();
+    drop(store);
+    let recovered = RedbStore::open(dir.path()).unwrap().recover().unwrap();
+    assert_eq!(recovered.snapshot, Some((lsn, b"state@last".to_vec())));
+    assert!(recovered.events.is_empty());
+    assert_eq!(snapshot_files(dir.path()), vec![snapshot_file_name(lsn)]);
+}
+
+// Proves: a staged snapshot whose file cannot be written (its temporary path is taken by a
+// directory) fails the call that settles it, naming the file, and poisons the store; nothing
+// was pruned, so reopening recovers the snapshot before it and every event. A snapshot after
+// the last commit is refused when staged.
+#[test]
+fn a_staged_snapshot_that_fails_poisons_and_loses_nothing() {
+    let dir = committed("staged-fails", 6);
+    let mut store = RedbStore::open(dir.path()).unwrap();
+    assert!(matches!(
+        store.stage_snapshot(7, staged(b"future")),
+        Err(StoreError::Invalid(_))
+    ));
+    let mut store = {
+        drop(store);
+        RedbStore::open(dir.path()).unwrap()
+    };
+    store.put_snapshot(2, b"state@2").unwrap();
+    let tmp = dir.path().join(format!("{}.tmp", snapshot_file_name(5)));
+    std::fs::create_dir(&tmp).unwrap();
+    store.stage_snapshot(5, staged(b"state@5")).unwrap();
+    let err = store.settle_snapshot(true).unwrap_err();
+    assert!(
+        matches!(&err, StoreError::Io { context, .. } if context.contains(&snapshot_file_name(5))),
+        "{err:?}"
+    );
+    assert!(matches!(
+        store.commit(&Batch::of_events(sample_events(7, 1))),
+        Err(StoreError::Poisoned)
+    ));
+    drop(store);
+    std::fs::remove_dir(&tmp).unwrap();
+    let recovered = RedbStore::open(dir.path()).unwrap().recover().unwrap();
+    assert_eq!(recovered.snapshot, Some((2, b"state@2".to_vec())));
+    let lsns: Vec<u64> = recovered.events.iter().map(|(lsn, _)| *lsn).collect();
+    assert_eq!(lsns, vec![3, 4, 5, 6]);
+}
+
 // Proves: a missing snapshot file that the database names is refused with an error naming the
 // file, not stepped over: the events it covers are pruned, so no older state is complete.
 #[test]

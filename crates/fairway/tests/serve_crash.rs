@@ -3,7 +3,7 @@
 mod serve_support;
 
 use serde_json::json;
-use serve_support::{TempDir, client, get, post, serve};
+use serve_support::{Served, TempDir, client, get, post, serve};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -145,16 +145,7 @@ async fn kill_9_mid_load_loses_nothing_acknowledged() {
     );
     assert!(snapshots_before_kill > 0, "no snapshot before the kill");
 
-    let served = serve(dir.path(), &args, &logs);
-    served.ready(&http).await;
-    let recovered = served
-        .stderr
-        .lock()
-        .unwrap()
-        .iter()
-        .find(|l| l.contains(" recovered "))
-        .cloned()
-        .unwrap_or_default();
+    let (served, recovered) = restart(dir.path(), &args, &http).await;
     assert!(
         recovered.contains("snapshot_lsn="),
         "the restart did not start from a snapshot: {recovered}"
@@ -248,4 +239,85 @@ async fn kill_9_mid_load_loses_nothing_acknowledged() {
     assert_eq!(code, 200);
     let (exit, _) = served.terminate();
     assert!(exit.success(), "{exit:?}");
+}
+
+/// A server started again on `dir` (logging at `info`), once ready, and its log line that
+/// tells how it recovered (empty if none).
+async fn restart(dir: &std::path::Path, args: &[&str], http: &reqwest::Client) -> (Served, String) {
+    let served = serve(dir, args, &[("RUST_LOG", "info")]);
+    served.ready(http).await;
+    let recovered = served
+        .stderr
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|l| l.contains(" recovered "))
+        .cloned()
+        .unwrap_or_default();
+    (served, recovered)
+}
+
+/// The number after `key=` in `line`, if any.
+fn field(line: &str, key: &str) -> Option<u64> {
+    let at = line.find(&format!("{key}="))? + key.len() + 1;
+    let digits: String = line[at..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse().ok()
+}
+
+/// A server that goes quiet after its last snapshot puts it in force without any further
+/// commit (the embedded store writes a snapshot's file while commits go on and records it at a
+/// later call): killed with SIGKILL then, it restarts from that snapshot, replaying nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_servers_last_snapshot_is_in_force_before_a_kill() {
+    let dir = TempDir::new("idle-snapshot");
+    let args = ["--snapshot-every-events", "20"];
+    let logs = [("RUST_LOG", "info")];
+    let served = serve(dir.path(), &args, &logs);
+    let http = client();
+    served.ready(&http).await;
+    let url = served.url.clone();
+    let snapshots = || {
+        let lines = served.stderr.lock().unwrap();
+        let taken: Vec<u64> = lines
+            .iter()
+            .filter(|l| l.contains(" snapshot "))
+            .filter_map(|l| field(l, "lsn"))
+            .collect();
+        taken
+    };
+    // Submitted one by one until a snapshot follows a submission: then nothing more is sent,
+    // so no commit comes after that snapshot.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut i = 0;
+    let snapshot_lsn = loop {
+        assert!(Instant::now() < deadline, "no snapshot came");
+        let before = snapshots().len();
+        let job = json!({"id": format!("j{i}"), "tenant": "t"});
+        let (code, body) = post(&http, format!("{url}/v1/jobs"), job).await.unwrap();
+        assert_eq!(code, 201, "{body}");
+        i += 1;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let after = snapshots();
+        if after.len() > before {
+            break *after.last().unwrap();
+        }
+    };
+    // Quiet: the store side puts the snapshot in force by itself once its file is written.
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    served.kill_9();
+
+    let (served, recovered) = restart(dir.path(), &args, &http).await;
+    assert_eq!(
+        field(&recovered, "snapshot_lsn"),
+        Some(snapshot_lsn),
+        "{recovered}"
+    );
+    assert_eq!(field(&recovered, "replayed"), Some(0), "{recovered}");
+    let (code, status) = get(&http, format!("{}/v1/jobs/j0", served.url))
+        .await
+        .unwrap();
+    assert_eq!((code, status["state"].as_str()), (200, Some("queued")));
 }
