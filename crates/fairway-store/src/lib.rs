@@ -116,8 +116,8 @@ pub type SnapshotBytes = Box<dyn AsRef<[u8]> + Send>;
 /// A durable home for the engine's events, snapshots and job payloads.
 ///
 /// Synchronous: the server calls it from its dedicated writer thread. Every write is durable
-/// when it returns `Ok` (and only then may the caller acknowledge anything), but a staged
-/// snapshot ([`EventStore::stage_snapshot`]), which nothing is acknowledged on. Any write error
+/// when it returns `Ok` (and only then may the caller acknowledge anything), but for a staged
+/// snapshot ([`EventStore::stage_snapshot`]), on which nothing is acknowledged. Any write error
 /// poisons the store: every later call returns [`StoreError::Poisoned`] until the process
 /// reopens the store and recovers.
 pub trait EventStore: Send {
@@ -139,6 +139,7 @@ pub trait EventStore: Send {
     /// failed write does). [`EventStore::recover`], [`EventStore::put_snapshot`] and
     /// [`EventStore::settle_snapshot`] put a staged snapshot in force first; so does staging
     /// the next one. By default, `put_snapshot` at once.
+    ///
     /// The bytes are dropped where and when the store is done with them (on a thread of its
     /// own, perhaps), so that their owner can learn it in their `Drop`.
     fn stage_snapshot(&mut self, lsn: Lsn, bytes: SnapshotBytes) -> Result<(), StoreError> {

@@ -162,9 +162,11 @@ pub struct RedbStore {
     staged: Option<Staged>,
 }
 
-/// A staged snapshot: its LSN, and the thread writing its file, which hands the bytes back
-/// (they are freed on the store's thread, as `put_snapshot`'s are: memory a thread frees is
-/// returned to the OS more readily by the thread that allocated or reuses it).
+/// A staged snapshot: its LSN, and the thread writing its file, which hands the bytes back.
+/// They are freed once the snapshot is in force, after the applier's drain, as
+/// `put_snapshot`'s are: the server returns freed memory to the OS as they are freed, and
+/// freed before the drain a filled server held 6 to 19 more bytes a job (BENCHMARKS.md,
+/// item 52).
 struct Staged {
     lsn: Lsn,
     writing: std::thread::JoinHandle<(Result<(), StoreError>, SnapshotBytes)>,
@@ -619,7 +621,7 @@ impl EventStore for RedbStore {
 
     /// The file is written by a thread of its own while commits go on (on a busy server it is
     /// tens of megabytes: the finished jobs remembered for idempotency); the store puts it in
-    /// force at the first commit after the file is durable.
+    /// force at the first commit (or `settle_snapshot`) after the file is durable.
     fn stage_snapshot(&mut self, lsn: Lsn, bytes: SnapshotBytes) -> Result<(), StoreError> {
         self.settle(true)?;
         let result = crate::check_snapshot_lsn(lsn, self.last_lsn, self.snapshot_lsn);
