@@ -1416,6 +1416,11 @@ impl Committer {
             encoded_in,
         } = snapshot;
         let len = bytes.len();
+        let metrics = &self.shared.metrics;
+        metrics
+            .snapshot_encode_seconds
+            .observe(encoded_in.as_secs_f64());
+        metrics.snapshot_bytes.set(len as i64);
         // The store may write it while the next turns commit (`stage_snapshot`); the time
         // logged is what the commits waited for. The bytes (the engine's whole state,
         // encoded) are garbage once stored: as they are freed, the time the store took is
@@ -1489,10 +1494,14 @@ impl AsRef<[u8]> for FreedBytes {
 impl Drop for FreedBytes {
     fn drop(&mut self) {
         drop(std::mem::take(&mut self.bytes));
-        let stored_in = self.handed.elapsed().as_micros() as u64;
+        let stored_in = self.handed.elapsed();
         self.shared
             .snapshot_store_us
-            .store(stored_in, Ordering::Relaxed);
+            .store(stored_in.as_micros() as u64, Ordering::Relaxed);
+        self.shared
+            .metrics
+            .snapshot_store_seconds
+            .observe(stored_in.as_secs_f64());
         if let Some(release) = self.release {
             release();
         }

@@ -280,6 +280,58 @@ async fn metrics_scrape_parses_and_tells_what_happened() {
     assert!(r.text().await.unwrap().ends_with("# EOF\n"));
 }
 
+/// Snapshots say what they cost: how long the writer took to encode each, how long the store
+/// took to store it (from its hand-over to its bytes freed, the file written), and the latest
+/// one's size. Before any snapshot the histograms are empty.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshot_metrics_say_what_snapshots_cost() {
+    let dir = TempDir::new("snapshot-metrics");
+    let server = TestServer::start(dir.path(), |c| c.limits.snapshot_every_events = 20).await;
+    let (scrape_before, text) = scrape(&server).await;
+    assert_eq!(
+        value(
+            &scrape_before,
+            &text,
+            "fairway_snapshot_encode_seconds_count",
+            &[]
+        ),
+        0.0
+    );
+    assert_eq!(
+        value(&scrape_before, &text, "fairway_snapshot_bytes", &[]),
+        0.0
+    );
+    let jobs: Vec<Value> = (0..60)
+        .map(|i| json!({"id": format!("j{i}"), "tenant": "t", "payload": {"i": i}}))
+        .collect();
+    let (code, r) = server.post("/v1/jobs/batch", json!({ "jobs": jobs })).await;
+    assert_eq!(code, 200, "{r}");
+    // Single submissions follow until a snapshot is stored (one is taken after a turn, once
+    // enough events followed the last).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let mut i = 0;
+    loop {
+        let (scrape, text) = scrape(&server).await;
+        let v = |name: &str| value(&scrape, &text, name, &[]);
+        if v("fairway_snapshot_store_seconds_count") >= 1.0 {
+            assert!(v("fairway_snapshot_encode_seconds_count") >= 1.0, "{text}");
+            assert!(v("fairway_snapshot_bytes") > 1000.0, "{text}");
+            assert!(v("fairway_snapshot_store_seconds_sum") > 0.0, "{text}");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no snapshot stored:\n{text}"
+        );
+        let (code, r) = server
+            .submit(json!({"id": format!("more-{i}"), "tenant": "t"}))
+            .await;
+        assert_eq!(code, 201, "{r}");
+        i += 1;
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
 /// Explanations, tenant reports, decision records and the overview say why jobs wait and
 /// who holds what, from the engine's own records.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
