@@ -3,8 +3,11 @@
 # each round starts a server of each build on a fresh data directory, runs RUNS back-to-back
 # `bench e2e` batched runs of N jobs against it (the client is always CLIENT, so only the server
 # differs), then reads the server's log for its snapshots. One line per server: round, build,
-# each run's end-to-end jobs/s, then the snapshots' count and their total encoding and storing
-# milliseconds (the writer encodes, the store thread stores; every turn waits behind both).
+# each run's end-to-end jobs/s, then the snapshots' count, their total encoding milliseconds
+# (the writer's: every turn waits), `store_ms` (what the commits waited for at each hand-over:
+# the whole storing before item 52, which writes the file beside the commits) and, where the
+# build has the metric (after item 52), `stored_ms`, the whole storing from
+# `fairway_snapshot_store_seconds_sum` (scraped before the clean stop, so without its snapshot).
 #
 #   CLIENT=/tmp/fw-base RUNS=3 N=500000 docs/bench-runs/warm-snapshots.sh 3 /tmp/fw-old /tmp/fw-new
 set -u
@@ -24,11 +27,13 @@ for r in $(seq 1 "$R"); do
       rates="$rates $("$CLIENT" bench e2e --url http://127.0.0.1:18401 --scenarios e2e \
         --variants batched --n "${N:-500000}" 2>/dev/null | grep -o '"e2e_jobs_per_s":[0-9.]*' | cut -d: -f2)"
     done
+    stored=$(curl -s http://127.0.0.1:18401/metrics \
+      | awk '/^fairway_snapshot_store_seconds_sum/ {printf "%d", $2 * 1000}')
     kill -INT $pid; wait $pid 2>/dev/null
     snaps=$(grep -c 'snapshot lsn=' "$log")
     enc=$(grep -o 'encode_ms=[0-9]*' "$log" | cut -d= -f2 | paste -sd+ | bc)
     sto=$(grep -o 'store_ms=[0-9]*' "$log" | cut -d= -f2 | paste -sd+ | bc)
     rm -rf "$data" "$log"
-    echo "$r $(basename "$b")$rates snapshots=$snaps encode_ms=$enc store_ms=$sto"
+    echo "$r $(basename "$b")$rates snapshots=$snaps encode_ms=$enc store_ms=$sto${stored:+ stored_ms=$stored}"
   done
 done

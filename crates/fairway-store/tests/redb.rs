@@ -419,6 +419,18 @@ fn a_snapshot_file_no_commit_records_is_ignored_and_deleted() {
     assert_eq!(lsns, vec![3, 4, 5, 6]);
 }
 
+/// A crash copy ([`crash_copy`], with the log) that also holds the finished snapshot files,
+/// as a crash would leave them: what the store has put in force is what the copy recovers.
+fn crash_copy_with_snapshots(from: &std::path::Path, label: &str) -> TempDir {
+    let copy = crash_copy(from, label, true);
+    for name in snapshot_files(from) {
+        if !name.ends_with(".tmp") {
+            std::fs::copy(from.join(&name), copy.path().join(&name)).unwrap();
+        }
+    }
+    copy
+}
+
 /// `bytes` as a snapshot to stage.
 fn staged(bytes: &'static [u8]) -> fairway_store::SnapshotBytes {
     Box::new(bytes)
@@ -436,12 +448,7 @@ fn a_staged_snapshot_is_in_force_only_once_settled() {
     store.stage_snapshot(5, staged(b"state@5")).unwrap();
     // A crash now (the store has had no call since): the database, the log and the snapshot
     // files as they are, the staged one written or not.
-    let crashed = crash_copy(dir.path(), "staged-snapshot-crash", true);
-    for name in snapshot_files(dir.path()) {
-        if !name.ends_with(".tmp") {
-            std::fs::copy(dir.path().join(&name), crashed.path().join(&name)).unwrap();
-        }
-    }
+    let crashed = crash_copy_with_snapshots(dir.path(), "staged-snapshot-crash");
     let recovered = RedbStore::open(crashed.path()).unwrap().recover().unwrap();
     assert_eq!(recovered.snapshot, Some((2, b"state@2".to_vec())));
     let lsns: Vec<u64> = recovered.events.iter().map(|(lsn, _)| *lsn).collect();
@@ -467,7 +474,8 @@ fn a_staged_snapshot_is_put_in_force_by_a_later_commit_or_the_close() {
     let dir = committed("staged-by-commit", 6);
     let mut store = RedbStore::open(dir.path()).unwrap();
     store.stage_snapshot(3, staged(b"state@3")).unwrap();
-    // The file appears once written; the commit after that puts it in force.
+    // The file is written meanwhile; the first commit after that puts it in force. Seen from
+    // a crash copy after each commit, so that no other call (`recover` settles first) does.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     let mut lsn = 6;
     loop {
@@ -475,7 +483,8 @@ fn a_staged_snapshot_is_put_in_force_by_a_later_commit_or_the_close() {
         store
             .commit(&Batch::of_events(sample_events(lsn, 1)))
             .unwrap();
-        let recovered = store.recover().unwrap();
+        let crashed = crash_copy_with_snapshots(dir.path(), "staged-by-commit-crash");
+        let recovered = RedbStore::open(crashed.path()).unwrap().recover().unwrap();
         if recovered.snapshot.is_some() {
             assert_eq!(recovered.snapshot, Some((3, b"state@3".to_vec())));
             assert_eq!(recovered.events.first().map(|e| e.0), Some(4));
