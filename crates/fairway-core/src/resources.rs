@@ -187,6 +187,19 @@ impl Amounts {
     }
 }
 
+/// Panics for the first resource where `take` exceeds `held`: the engine's books are wrong.
+#[cold]
+#[inline(never)]
+fn underflow(held: &[u64], take: &[u64]) -> ! {
+    let (i, (t, h)) = take
+        .iter()
+        .zip(held)
+        .enumerate()
+        .find(|(_, (t, h))| t > h)
+        .expect("an amount taken exceeds the amount held");
+    panic!("resource accounting underflow: releasing {t} of resource {i} with {h} held")
+}
+
 /// `amount` as a share of `capacity` in parts per billion; `u64::MAX` when there is no capacity.
 #[inline]
 fn share_ppb(amount: u64, capacity: u64) -> u64 {
@@ -377,11 +390,22 @@ impl ResVec {
 
     /// Adds `other` times `n`, saturating.
     pub fn add_times(&mut self, other: &ResVec, n: u64) {
-        if let (Amounts::Inline(len, a), Amounts::Inline(_, b)) = (&mut self.0, &other.0) {
-            for (x, y) in a.iter_mut().zip(b) {
-                *x = x.saturating_add(y.saturating_mul(n));
+        if let (Amounts::Inline(len, a), Amounts::Inline(b_len, b)) = (&mut self.0, &other.0) {
+            // Whole arrays, no branch per entry (the engine adds a demand a dozen times a
+            // decision, mostly once over). Adding never zeroes an entry, so the length is the
+            // longer of the two, or unchanged when nothing is added.
+            if n == 1 {
+                for i in 0..INLINE {
+                    a[i] = a[i].saturating_add(b[i]);
+                }
+            } else {
+                for i in 0..INLINE {
+                    a[i] = a[i].saturating_add(b[i].saturating_mul(n));
+                }
             }
-            *len = Amounts::inline_len(a);
+            if n > 0 {
+                *len = (*len).max(*b_len);
+            }
             return;
         }
         let o = other.slice();
@@ -398,13 +422,23 @@ impl ResVec {
     /// releases more than it allocated, and a violation means its books are wrong.
     pub fn sub_times(&mut self, other: &ResVec, n: u64) {
         if let (Amounts::Inline(len, a), Amounts::Inline(_, b)) = (&mut self.0, &other.0) {
-            for (i, (x, y)) in a.iter_mut().zip(b).enumerate() {
-                let take = y.saturating_mul(n);
-                assert!(
-                    take <= *x,
-                    "resource accounting underflow: releasing {take} of resource {i} with {x} held"
-                );
-                *x -= take;
+            // Whole arrays: the amounts taken, one check over all of them, then the
+            // subtraction, without a branch per entry.
+            let mut take = *b;
+            if n != 1 {
+                for t in take.iter_mut() {
+                    *t = t.saturating_mul(n);
+                }
+            }
+            let mut under = false;
+            for i in 0..INLINE {
+                under |= take[i] > a[i];
+            }
+            if under {
+                underflow(a, &take);
+            }
+            for i in 0..INLINE {
+                a[i] -= take[i];
             }
             *len = Amounts::inline_len(a);
             return;
@@ -444,6 +478,12 @@ impl ResVec {
 
     /// `self` times `n`, saturating.
     pub fn times(&self, n: u64) -> ResVec {
+        // A non-zero amount times a non-zero `n` stays non-zero: the length is kept.
+        match n {
+            0 => return ResVec::default(),
+            1 => return self.clone(),
+            _ => {}
+        }
         let mut out = self.clone();
         for v in out.0.as_mut_slice() {
             *v = v.saturating_mul(n);
@@ -599,6 +639,9 @@ mod tests {
                 .collect();
             proptest::prop_assert_eq!(plain(&sum), canonical(want.clone()));
             proptest::prop_assert_eq!(&sum, &from_plain(&want), "canonical, so equal");
+
+            let multiple: Vec<u64> = b.iter().map(|x| x.saturating_mul(n)).collect();
+            proptest::prop_assert_eq!(&vb.times(n), &from_plain(&multiple), "canonical, so equal");
 
             let minus: Vec<u64> = (0..width).map(|i| at(&a, i).saturating_sub(at(&b, i))).collect();
             let got = va.saturating_minus(&vb);
