@@ -40,6 +40,10 @@ index!(
     /// A tenant's slot in the tenant table.
     TenantIdx
 );
+index!(
+    /// A pool's slot in the pool table (pools are never removed).
+    PoolIdx
+);
 
 /// A short list kept inline (no heap allocation): a node's ancestors or a tenant's chain of
 /// parents, whose length the tenant tree's depth bounds.

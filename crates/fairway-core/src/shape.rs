@@ -10,7 +10,7 @@
 //! capacity of the group's workers that are asking for work.
 
 use crate::hash::FxHashMap;
-use crate::ids::{GroupId, JobIdx, ShapeId, WorkerIdx};
+use crate::ids::{GroupId, JobIdx, PoolIdx, ShapeId, WorkerIdx};
 use crate::resources::ResVec;
 use crate::time::Time;
 use std::collections::{BTreeMap, BTreeSet};
@@ -272,6 +272,9 @@ pub struct Worker {
     pub name: String,
     /// Its pool.
     pub pool: String,
+    /// Its pool's slot in the engine's pool table, once an attempt's books first needed it
+    /// (`None` until then, and again whenever `pool` changes).
+    pub pool_slot: Option<PoolIdx>,
     /// Its group while live.
     pub group: Option<GroupId>,
     /// Its capacity (zero until it first asks for work).

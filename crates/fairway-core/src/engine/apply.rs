@@ -6,7 +6,7 @@
 //! [`Engine::apply_ended`] directly with what the event would have said, sparing its strings.
 
 use super::Engine;
-use super::state::{Attempt, Finished, Job, NodeKind, Placements, Pool, to_wns};
+use super::state::{Attempt, Finished, Job, NodeKind, Placements, to_wns};
 use crate::config::PolicyName;
 use crate::event::{AfterAttempt, AttemptEnd, Event, StopReason};
 use crate::ids::{CHAIN_MAX, Chain, JobIdx, NodeIdx, TenantIdx};
@@ -419,10 +419,12 @@ impl Engine {
             }
         }
         let est_cost = grant.worker_share as u128 * grant.estimate.0 as u128;
+        // The attempt's pool (a gang's members share their group's): `hold` found its slot.
         let pool = grant
             .placements
             .first()
-            .map_or("", |(w, _)| self.workers[w.ix()].pool.as_str());
+            .and_then(|(w, _)| self.workers[w.ix()].pool_slot)
+            .expect("a granted attempt's pool");
         {
             let t = &mut self.tenants[tenant.ix()];
             t.ledger.in_flight += est_cost;
@@ -431,7 +433,7 @@ impl Engine {
             }
         }
         self.classes[class as usize].ledger.in_flight += est_cost;
-        pool_entry(&mut self.pools, pool).ledger.in_flight += est_cost;
+        self.pools.at_mut(pool).ledger.in_flight += est_cost;
         let job = self.job_mut(j);
         job.state = JobState::Running;
         job.attempts = grant.attempt;
@@ -483,7 +485,15 @@ impl Engine {
             let worker = &mut self.workers[w.ix()];
             worker.used.add(&part);
             worker.jobs.insert(j);
-            let p = pool_entry(&mut self.pools, &worker.pool);
+            let slot = match worker.pool_slot {
+                Some(slot) => slot,
+                None => {
+                    let slot = self.pools.slot(&worker.pool);
+                    worker.pool_slot = Some(slot);
+                    slot
+                }
+            };
+            let p = self.pools.at_mut(slot);
             p.used.add(&part);
             p.class_used.entry(class).or_default().add(&part);
         }
@@ -533,8 +543,7 @@ impl Engine {
             last_worker = Some(w);
             let p = self
                 .pools
-                .get_mut(&worker.pool)
-                .expect("pool of a placement");
+                .at_mut(worker.pool_slot.expect("pool of a placement"));
             p.used.sub_times(&part, 1);
             p.class_used
                 .get_mut(&class)
@@ -581,11 +590,13 @@ impl Engine {
         let actual = worker_share * usage.0 as u128;
         let over = if more { worker_share * delta } else { 0 };
         let retry_attempt = a.number > 1;
-        let pool = last_worker.map_or("", |w| self.workers[w.ix()].pool.as_str());
+        let pool = last_worker
+            .and_then(|w| self.workers[w.ix()].pool_slot)
+            .expect("an ended attempt's pool");
         for ledger in [
             &mut self.tenants[tenant.ix()].ledger,
             &mut self.classes[class as usize].ledger,
-            &mut pool_entry(&mut self.pools, pool).ledger,
+            &mut self.pools.at_mut(pool).ledger,
         ] {
             ledger.in_flight -= est_cost;
             ledger.charged += actual;
@@ -758,17 +769,6 @@ impl Engine {
         self.gps.backlog.insert((tag, t));
         self.gps.weight_sum += self.tenants[t.ix()].weight.micros() as u128;
     }
-}
-
-/// The pool named `name`, created empty if new (without allocating its name when it exists).
-fn pool_entry<'a>(
-    pools: &'a mut std::collections::BTreeMap<String, Pool>,
-    name: &str,
-) -> &'a mut Pool {
-    if !pools.contains_key(name) {
-        pools.insert(name.to_string(), Pool::default());
-    }
-    pools.get_mut(name).expect("inserted above")
 }
 
 /// Tokens a bucket refilling at `rate` (cost units per second) gains from `since` to `now`.

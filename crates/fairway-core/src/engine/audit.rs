@@ -134,7 +134,7 @@ impl Engine {
                 ));
             }
         }
-        for (name, p) in &self.pools {
+        for (name, p) in self.pools.iter() {
             let used = pool_used.remove(name).unwrap_or_default();
             if used != p.used {
                 return Err(format!(

@@ -153,6 +153,7 @@ impl Engine {
         let worker = Worker {
             name: name.to_string(),
             pool: pool.to_string(),
+            pool_slot: None,
             group: None,
             capacity: ResVec::default(),
             used: ResVec::default(),
@@ -186,6 +187,7 @@ impl Engine {
         self.worker_by_name.remove(&worker.name);
         worker.name.clear();
         worker.pool.clear();
+        worker.pool_slot = None;
         self.free_workers.push(w.0);
     }
 
@@ -194,12 +196,15 @@ impl Engine {
         self.groups.get_mut(g).workers.insert(w);
         let worker = &mut self.workers[w.ix()];
         worker.group = Some(g);
-        worker.pool = pool.to_string();
+        if worker.pool != pool {
+            worker.pool = pool.to_string();
+            worker.pool_slot = None;
+        }
         worker.capacity = capacity.clone();
         // Back with less capacity than its running attempts hold (fuzz finding F2): they go
         // on; free capacity is zero until enough of them end.
         worker.shrink_grace = (!worker.used.fits_in(&capacity)).then(|| worker.used.clone());
-        let p = self.pools.entry(pool.to_string()).or_default();
+        let p = self.pools.entry(pool);
         p.capacity.add(&capacity);
         p.live_workers += 1;
         self.total_capacity.add(&capacity);
@@ -282,7 +287,8 @@ impl Engine {
     pub fn schedule(&mut self, now: Time) -> Vec<Lease> {
         let now = self.observe(now);
         self.process_caps(now);
-        let mut leases = Vec::new();
+        // As large as a first push would make it, without the growth path's work.
+        let mut leases = Vec::with_capacity(4);
         // A job that several groups can run may block one group's pass and then start in
         // another: passes repeat until a round grants nothing.
         for _ in 0..64 {

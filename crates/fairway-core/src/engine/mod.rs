@@ -48,7 +48,7 @@ use crate::resources::{Limit, ResVec, ResourceTable};
 use crate::shape::{GroupTable, ShapeTable, Worker};
 use crate::time::{Dur, Time};
 use crate::weight::Weight;
-use state::{Class, Gps, Job, Node, NodeKind, OrderParams, Pool, Tenant, TreeShape, tree_shape};
+use state::{Class, Gps, Job, Node, NodeKind, OrderParams, Pools, Tenant, TreeShape, tree_shape};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// Limits and switches of one engine instance (not part of the policy).
@@ -114,7 +114,7 @@ pub struct Engine {
     /// Slots of forgotten workers, for reuse.
     pub(crate) free_workers: Vec<u32>,
     pub(crate) worker_by_name: FxHashMap<String, WorkerIdx>,
-    pub(crate) pools: BTreeMap<String, Pool>,
+    pub(crate) pools: Pools,
     pub(crate) total_capacity: ResVec,
     pub(crate) deferred: BTreeSet<(Time, JobIdx)>,
     pub(crate) expiries: BTreeSet<(Time, JobIdx)>,
@@ -187,7 +187,7 @@ impl Engine {
             workers: Vec::new(),
             free_workers: Vec::new(),
             worker_by_name: FxHashMap::default(),
-            pools: BTreeMap::new(),
+            pools: Pools::default(),
             total_capacity: ResVec::default(),
             deferred: BTreeSet::new(),
             expiries: BTreeSet::new(),

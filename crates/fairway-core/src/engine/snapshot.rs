@@ -682,6 +682,7 @@ impl Engine {
                 .ok_or("snapshot worker slot out of range")?;
             w.name = name.clone();
             w.pool = pool.clone();
+            w.pool_slot = None;
             e.worker_by_name.insert(name.clone(), WorkerIdx(*i));
         }
         e.free_workers = (0..s.worker_slots)
@@ -689,7 +690,7 @@ impl Engine {
             .filter(|i| e.workers[*i as usize].name.is_empty())
             .collect();
         for (name, ledger) in &s.pools {
-            e.pools.entry(name.clone()).or_default().ledger = ledger.clone();
+            e.pools.entry(name).ledger = ledger.clone();
         }
         e.seq = s.seq;
         e.jobs = (0..s.job_slots).map(|_| None).collect();

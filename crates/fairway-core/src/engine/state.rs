@@ -3,7 +3,7 @@
 use super::small_map::{SmallList, SmallMap};
 use crate::config::{DeadlinePolicy, PolicyName};
 use crate::event::StopReason;
-use crate::ids::{CHAIN_MAX, Chain, GroupId, NodeIdx, ShapeId, TenantIdx, WorkerIdx};
+use crate::ids::{CHAIN_MAX, Chain, GroupId, NodeIdx, PoolIdx, ShapeId, TenantIdx, WorkerIdx};
 use crate::job::JobState;
 use crate::policy::ClassPolicy;
 use crate::queue::{PackedOrderKey, SubQueue};
@@ -337,6 +337,51 @@ pub(crate) struct Pool {
     pub class_used: BTreeMap<u16, ResVec>,
     pub ledger: Ledger,
     pub live_workers: u32,
+}
+
+/// The pools, by name for reports and by a slot that never changes for the attempts' books: a
+/// worker keeps its pool's slot, so that granting and ending an attempt update the pool's use
+/// and ledger without comparing names. Pools are created by name and never removed.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Pools {
+    by_name: BTreeMap<String, PoolIdx>,
+    slots: Vec<Pool>,
+}
+
+impl Pools {
+    /// The slot of pool `name`, created empty if new (its name allocated only then).
+    pub fn slot(&mut self, name: &str) -> PoolIdx {
+        if let Some(&p) = self.by_name.get(name) {
+            return p;
+        }
+        let p = PoolIdx(self.slots.len() as u32);
+        self.slots.push(Pool::default());
+        self.by_name.insert(name.to_string(), p);
+        p
+    }
+
+    /// Pool `name`, created empty if new.
+    pub fn entry(&mut self, name: &str) -> &mut Pool {
+        let p = self.slot(name);
+        &mut self.slots[p.ix()]
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Pool> {
+        self.by_name.get(name).map(|p| &self.slots[p.ix()])
+    }
+
+    pub fn get_mut(&mut self, name: &str) -> Option<&mut Pool> {
+        self.by_name.get(name).map(|p| &mut self.slots[p.ix()])
+    }
+
+    pub fn at_mut(&mut self, p: PoolIdx) -> &mut Pool {
+        &mut self.slots[p.ix()]
+    }
+
+    /// The pools in name order.
+    pub fn iter(&self) -> impl Iterator<Item = (&String, &Pool)> + '_ {
+        self.by_name.iter().map(|(n, p)| (n, &self.slots[p.ix()]))
+    }
 }
 
 /// DRR state of a queue.
