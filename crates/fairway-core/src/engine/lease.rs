@@ -50,7 +50,8 @@ impl Engine {
         };
         for &(w, _) in &a.placements {
             let worker = &mut self.workers[w.ix()];
-            if worker.group.is_some() {
+            // Heard from already at this instant (a batch of completions): its expiry stands.
+            if worker.group.is_some() && worker.last_seen != now {
                 self.worker_ttl.remove(&(worker.last_seen.plus(ttl), w));
                 worker.last_seen = now;
                 self.worker_ttl.insert((now.plus(ttl), w));
