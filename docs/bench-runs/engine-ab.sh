@@ -5,6 +5,7 @@
 #
 #   cp target/release/fairway /tmp/fairway-new    # and the build to compare, e.g. /tmp/fairway-base
 #   docs/bench-runs/engine-ab.sh 5 /tmp/fairway-base /tmp/fairway-new > ab.jsonl
+#   CAPTURE=both docs/bench-runs/engine-ab.sh 5 ...   # each cell also with --capture-events (item 53)
 #
 # Instruction counts, the same on any machine for the same binary (the rig decides 7,000 times
 # here: 1,000 warm-up, 5,000 timed, 1,000 counting allocations; divide the total by that):
@@ -12,14 +13,18 @@
 #     --min-queued 100000 --max-queued 100000 --min-tenants 10000 --max-tenants 10000 \
 #     --no-idle --no-seed002 --policies fair --decisions 5000 --warmup 1000
 set -u
+modes=("")
+if [ "${CAPTURE:-}" = both ]; then modes=("" "--capture-events"); fi
 rounds=$1; shift
 for r in $(seq 1 "$rounds"); do
   for b in "$@"; do
     for cell in "--min-queued 1000000 --max-queued 1000000 --min-tenants 10000 --max-tenants 10000" \
                 "--min-queued 1000 --max-queued 1000 --max-tenants 10"; do
-      # shellcheck disable=SC2086
-      "$b" bench engine $cell --no-idle --no-seed002 2>/dev/null |
-        sed "s|^{|{\"bin\":\"$(basename "$b")\",\"round\":$r,|"
+      for mode in "${modes[@]}"; do
+        # shellcheck disable=SC2086
+        "$b" bench engine $cell --no-idle --no-seed002 $mode 2>/dev/null |
+          sed "s|^{|{\"bin\":\"$(basename "$b")\",\"round\":$r,|"
+      done
     done
   done
 done
