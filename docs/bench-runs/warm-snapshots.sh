@@ -7,7 +7,8 @@
 # (the writer's: every turn waits), `store_ms` (what the commits waited for at each hand-over:
 # the whole storing before item 52, which writes the file beside the commits) and, where the
 # build has the metric (after item 52), `stored_ms`, the whole storing from
-# `fairway_snapshot_store_seconds_sum` (scraped before the clean stop, so without its snapshot).
+# `fairway_snapshot_store_seconds_sum` (scraped before the clean stop, so without its snapshot),
+# and `rss_mb`, the server's resident memory after the runs (VmRSS, item 54).
 #
 #   CLIENT=/tmp/fw-base RUNS=3 N=500000 docs/bench-runs/warm-snapshots.sh 3 /tmp/fw-old /tmp/fw-new
 set -u
@@ -29,11 +30,12 @@ for r in $(seq 1 "$R"); do
     done
     stored=$(curl -s http://127.0.0.1:18401/metrics \
       | awk '/^fairway_snapshot_store_seconds_sum/ {printf "%d", $2 * 1000}')
+    rss=$(awk '/^VmRSS/ {printf "%d", $2 / 1024}' /proc/$pid/status)
     kill -INT $pid; wait $pid 2>/dev/null
     snaps=$(grep -c 'snapshot lsn=' "$log")
     enc=$(grep -o 'encode_ms=[0-9]*' "$log" | cut -d= -f2 | paste -sd+ | bc)
     sto=$(grep -o 'store_ms=[0-9]*' "$log" | cut -d= -f2 | paste -sd+ | bc)
     rm -rf "$data" "$log"
-    echo "$r $(basename "$b")$rates snapshots=$snaps encode_ms=$enc store_ms=$sto${stored:+ stored_ms=$stored}"
+    echo "$r $(basename "$b")$rates snapshots=$snaps encode_ms=$enc store_ms=$sto${stored:+ stored_ms=$stored} rss_mb=$rss"
   done
 done

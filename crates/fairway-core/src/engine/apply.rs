@@ -6,7 +6,8 @@
 //! [`Engine::apply_ended`] directly with what the event would have said, sparing its strings.
 
 use super::Engine;
-use super::state::{Attempt, Finished, Job, NodeKind, Placements, to_wns};
+use super::finished::FinishedSnap;
+use super::state::{Attempt, Job, NodeKind, Placements, to_wns};
 use crate::config::PolicyName;
 use crate::event::{AfterAttempt, AttemptEnd, Event, StopReason};
 use crate::ids::{CHAIN_MAX, Chain, JobIdx, NodeIdx, TenantIdx};
@@ -15,6 +16,7 @@ use crate::policy::{COST_PER_WORKER_SECOND, Policy};
 use crate::queue::OrderKey;
 use crate::shape::ShapeKey;
 use crate::time::{Dur, Time};
+use std::borrow::Cow;
 
 /// The demand of a job that declares none.
 pub(crate) const DEFAULT_DEMAND: [(&str, f64); 1] = [("cpu", 1.0)];
@@ -743,19 +745,19 @@ impl Engine {
         t.outstanding -= job.cost();
         let digest = job.digest;
         if self.config.finished_retention > 0 {
-            let record = Finished {
-                tenant: job.tenant,
+            let record = FinishedSnap {
+                id: Cow::Borrowed(&job.id),
+                tenant: job.tenant.0,
                 class: job.class,
                 state,
                 attempts: job.attempts,
                 epoch: job.epoch,
                 arrival: job.arrival,
                 estimate: job.estimate,
-                reason,
+                reason: reason.map(Cow::Owned),
                 digest,
             };
-            self.finished
-                .push(job.id, record, self.config.finished_retention);
+            self.finished.push(&record, self.config.finished_retention);
         }
     }
 

@@ -1,14 +1,10 @@
-//! A vector kept in chunks of [`CHUNK`] elements, for the engine's job records and its
-//! finished jobs.
+//! A vector kept in chunks of [`CHUNK`] elements, for the engine's job records.
 //!
 //! A vector that doubles copies everything it holds inside one push: at 2^19 job records
 //! (176 bytes each) that is 92 MB copied, onto fresh pages, inside one submission, while the
 //! whole engine waits. This one grows a chunk at a time and never moves what it holds; an
 //! element is found through the chunk table (a few hundred pointers at 10^6 jobs, always in
-//! cache). The first chunk grows as a vector does, so that a small engine holds little. The
-//! finished jobs, a list that forgets its oldest, drop whole chunks from the front; a dropped
-//! chunk is kept to take the next elements at the back, so a list at its retention allocates
-//! nothing.
+//! cache). The first chunk grows as a vector does, so that a small engine holds little.
 
 use std::collections::VecDeque;
 use std::ops::{Index, IndexMut};
@@ -22,8 +18,6 @@ pub(crate) struct Chunked<T> {
     /// Every chunk but the last holds [`CHUNK`] elements.
     chunks: VecDeque<Vec<T>>,
     len: usize,
-    /// A chunk dropped from the front, emptied, for the next chunk the back needs.
-    spare: Option<Vec<T>>,
 }
 
 impl<T> Default for Chunked<T> {
@@ -31,7 +25,6 @@ impl<T> Default for Chunked<T> {
         Chunked {
             chunks: VecDeque::new(),
             len: 0,
-            spare: None,
         }
     }
 }
@@ -43,10 +36,10 @@ impl<T> Chunked<T> {
 
     pub fn push(&mut self, value: T) {
         if self.chunks.back().is_none_or(|c| c.len() == CHUNK) {
-            let chunk = match self.spare.take() {
-                Some(chunk) => chunk,
-                None if self.chunks.is_empty() => Vec::new(),
-                None => Vec::with_capacity(CHUNK),
+            let chunk = if self.chunks.is_empty() {
+                Vec::new()
+            } else {
+                Vec::with_capacity(CHUNK)
             };
             self.chunks.push_back(chunk);
         }
@@ -55,25 +48,6 @@ impl<T> Chunked<T> {
             .expect("a chunk with room")
             .push(value);
         self.len += 1;
-    }
-
-    /// Drops the first chunk (the first [`CHUNK`] elements, or all if fewer): every index
-    /// after them moves down by as many. The chunk is kept, emptied, for the next push that
-    /// needs one.
-    pub fn drop_first_chunk(&mut self) {
-        let Some(mut first) = self.chunks.pop_front() else {
-            return;
-        };
-        self.len -= first.len();
-        first.clear();
-        if first.capacity() == CHUNK {
-            self.spare = Some(first);
-        }
-    }
-
-    /// The last element.
-    pub fn last(&self) -> Option<&T> {
-        self.chunks.back().and_then(|c| c.last())
     }
 
     pub fn get(&self, i: usize) -> Option<&T> {
@@ -146,27 +120,5 @@ mod tests {
         assert_eq!(v.get(n - 1), Some(&(n - 1 + 1_000_000)));
         assert_eq!(v.get(n), None);
         assert_eq!(v.get_mut(n), None);
-        assert_eq!(v.last(), Some(&(n - 1 + 1_000_000)));
-    }
-
-    // Proves: dropping the first chunk moves every later index down by a chunk, and the
-    // dropped chunk's memory takes the next pushes (no allocation once at a steady size).
-    #[test]
-    fn dropping_the_first_chunk_reuses_it() {
-        let mut v: Chunked<usize> = (0..2 * CHUNK + 3).collect();
-        v.drop_first_chunk();
-        assert_eq!(v.len(), CHUNK + 3);
-        assert_eq!((v[0], v[CHUNK + 2]), (CHUNK, 2 * CHUNK + 2));
-        let spare = v.spare.as_ref().map(|c| c.as_ptr()).expect("kept");
-        for i in 0..CHUNK {
-            v.push(10 * CHUNK + i);
-        }
-        assert_eq!(v.chunks.back().map(|c| c.as_ptr()), Some(spare));
-        assert_eq!(v.len(), 2 * CHUNK + 3);
-        assert_eq!(v[2 * CHUNK + 2], 10 * CHUNK + CHUNK - 1);
-        let mut short: Chunked<usize> = (0..5).collect();
-        short.drop_first_chunk();
-        assert_eq!(short.len(), 0);
-        assert_eq!(short.get(0), None);
     }
 }

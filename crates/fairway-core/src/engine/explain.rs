@@ -171,7 +171,7 @@ impl Engine {
                 workers: Vec::new(),
                 ended: Some(
                     f.reason
-                        .clone()
+                        .map(std::borrow::Cow::into_owned)
                         .unwrap_or_else(|| f.state.as_str().to_string()),
                 ),
             });

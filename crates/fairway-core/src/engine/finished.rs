@@ -1,22 +1,46 @@
 //! The finished jobs the engine remembers (at most `EngineConfig::finished_retention`), so
 //! that a resubmitted id gets its earlier answer and a status query still finds the job.
 //!
-//! They are kept in the order they finished, each record beside its id, and an index maps an
-//! id to its place in that order. A snapshot writes them in order by walking the records one
-//! after the other; it used to look each one up by id in a hash map, one cache miss per job,
-//! which at a few hundred thousand finished jobs was most of a snapshot's encoding time.
+//! They are kept in the order they finished, and an index maps an id to its place in that
+//! order. Each is held **encoded**, exactly as a snapshot writes it (a [`FinishedSnap`] in
+//! postcard), one after the other in chunks of [`CHUNK`] records: a snapshot copies those bytes
+//! instead of encoding every remembered job again (at the default retention of 10^6, most of a
+//! busy server's snapshot, and 80 ms of the writer's time each), and a record takes about 60
+//! bytes instead of a boxed id beside a decoded record. A status query or a resubmission
+//! decodes the one record it needs.
 //!
-//! The records sit in chunks ([`Chunked`]), not in one ring that doubles: a doubling copied
-//! every record at once, and with 2^19 of them (46 MB, written to fresh pages) it and the id
-//! index's rehash made one decision take 197 to 211 ms on machine I of BENCHMARKS.md. The
-//! oldest are forgotten a whole chunk at a time, whose memory takes the next records.
+//! The oldest are forgotten a whole chunk at a time; the chunk's memory takes the next
+//! records, so a list at its retention allocates nothing.
 
-use super::chunked::{CHUNK, Chunked};
 use super::id_index::{Entry, IdIndex, id_hash};
-use super::state::Finished;
+use crate::job::JobState;
+use crate::time::{Dur, Time};
+use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
+use std::collections::VecDeque;
+
+/// Records per chunk.
+pub(crate) const CHUNK: usize = 1 << 11;
 
 /// The most records remembered, whatever the retention: places are kept in 32 bits.
 const MAX_RETAINED: usize = 1 << 31;
+
+/// A finished job as a snapshot holds it, and as the list keeps it (encoded): its tenant and
+/// class by index, its final state, its last attempt and epoch, why it ended (when it
+/// failed), and its spec's digest (to tell a resubmission from a reused id).
+#[derive(Serialize, Deserialize)]
+pub(crate) struct FinishedSnap<'a> {
+    pub id: Cow<'a, str>,
+    pub tenant: u32,
+    pub class: u16,
+    pub state: JobState,
+    pub attempts: u32,
+    pub epoch: u64,
+    pub arrival: Time,
+    pub estimate: Dur,
+    pub reason: Option<Cow<'a, str>>,
+    pub digest: u64,
+}
 
 /// A finished job's entry in the id index: its place in finishing order since the engine began
 /// (modulo 2^32: at most [`MAX_RETAINED`] are remembered, so the places remembered at once
@@ -34,36 +58,112 @@ impl Entry for Held {
     }
 }
 
-/// One remembered job: its id and record. `None` only in the slots of the first chunk's front
-/// that were forgotten.
-type Slot = Option<(Box<str>, Finished)>;
+/// Up to [`CHUNK`] records, encoded one after the other.
+#[derive(Clone, Debug, Default)]
+struct Chunk {
+    bytes: Vec<u8>,
+    /// Where each record ends in `bytes`.
+    ends: Vec<u32>,
+    /// The hash ([`id_hash`], 32 bits) of each record's id: forgetting the oldest record takes
+    /// its index entry out by hash, without reading a record written a retention's worth of
+    /// jobs ago (long out of every cache).
+    hashes: Vec<u32>,
+}
+
+impl Chunk {
+    fn record(&self, i: usize) -> &[u8] {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
+        &self.bytes[start..self.ends[i] as usize]
+    }
+
+    fn clear(&mut self) {
+        self.bytes.clear();
+        self.ends.clear();
+        self.hashes.clear();
+    }
+}
+
+/// Writes `v` at `buf[at..]` as postcard writes an unsigned integer (seven bits a byte, low
+/// first, the high bit set on every byte but the last) and returns where it ends.
+#[inline]
+fn put_varint(buf: &mut [u8; 64], mut at: usize, mut v: u64) -> usize {
+    while v >= 0x80 {
+        buf[at] = v as u8 | 0x80;
+        v >>= 7;
+        at += 1;
+    }
+    buf[at] = v as u8;
+    at + 1
+}
+
+/// Appends `f` exactly as postcard encodes it (its derived `Serialize`, field by field:
+/// strings as their length then their bytes, integers and enum variants as varints, an
+/// option as 0 or 1 then its value), without serde's machinery: the engine encodes every
+/// job that finishes (`tests::records_encode_as_postcard_writes_them`). The integers go
+/// through a buffer on the stack (at most 10 bytes each), appended in three pieces.
+fn encode(f: &FinishedSnap<'_>, out: &mut Vec<u8>) {
+    let mut buf = [0u8; 64];
+    let n = put_varint(&mut buf, 0, f.id.len() as u64);
+    out.extend_from_slice(&buf[..n]);
+    out.extend_from_slice(f.id.as_bytes());
+    let mut n = put_varint(&mut buf, 0, f.tenant as u64);
+    n = put_varint(&mut buf, n, f.class as u64);
+    // Its variant index: `JobState` is a plain enum, declared in serde's order.
+    n = put_varint(&mut buf, n, f.state as u64);
+    n = put_varint(&mut buf, n, f.attempts as u64);
+    n = put_varint(&mut buf, n, f.epoch);
+    n = put_varint(&mut buf, n, f.arrival.0);
+    n = put_varint(&mut buf, n, f.estimate.0);
+    match &f.reason {
+        None => {
+            buf[n] = 0;
+            n += 1;
+        }
+        Some(r) => {
+            buf[n] = 1;
+            n = put_varint(&mut buf, n + 1, r.len() as u64);
+            out.extend_from_slice(&buf[..n]);
+            out.extend_from_slice(r.as_bytes());
+            n = 0;
+        }
+    }
+    n = put_varint(&mut buf, n, f.digest);
+    out.extend_from_slice(&buf[..n]);
+}
+
+/// The id a record begins with.
+fn id_of(record: &[u8]) -> &str {
+    postcard::take_from_bytes::<&str>(record)
+        .expect("a finished record begins with its id")
+        .0
+}
 
 #[derive(Clone, Debug, Default)]
 pub(crate) struct FinishedJobs {
-    /// Oldest first; the first `head` slots are forgotten.
-    slots: Chunked<Slot>,
-    /// The hash ([`id_hash`], 32 bits) of each slot's id, beside `slots`: forgetting the
-    /// oldest record takes its index entry out by hash, and reading its id instead (written a
-    /// retention's worth of jobs ago, long out of every cache) was a miss per finished job.
-    hashes: Chunked<u32>,
-    /// Forgotten slots at the front of `slots` (fewer than a chunk).
+    /// Oldest first; every chunk but the last holds [`CHUNK`] records.
+    chunks: VecDeque<Chunk>,
+    /// Forgotten records at the front of the first chunk (fewer than a chunk).
     head: usize,
+    /// Records remembered.
+    len: usize,
     /// Each id's place in finishing order since the engine began: `forgotten` plus its index
     /// among the remembered records, modulo 2^32.
     by_id: IdIndex<Held>,
     /// How many have been forgotten.
     forgotten: u64,
-}
-
-/// The record at index `i` (oldest first) of `slots` whose first `head` slots are forgotten.
-fn slot(slots: &Chunked<Slot>, head: usize, i: usize) -> &(Box<str>, Finished) {
-    slots[head + i].as_ref().expect("a remembered slot")
+    /// A chunk dropped from the front, emptied, for the next chunk the back needs.
+    spare: Option<Chunk>,
 }
 
 /// The index among the remembered records of the record at `place`, the first of them being
 /// at `forgotten`.
 fn index(place: Held, forgotten: u64) -> usize {
     place.place.wrapping_sub(forgotten as u32) as usize
+}
+
+/// Record `i` (oldest first, counting the forgotten ones of the first chunk) of `chunks`.
+fn record_at(chunks: &VecDeque<Chunk>, i: usize) -> &[u8] {
+    chunks[i / CHUNK].record(i % CHUNK)
 }
 
 impl FinishedJobs {
@@ -75,17 +175,18 @@ impl FinishedJobs {
         }
     }
 
-    /// The index of `id`'s record among those remembered.
-    fn find(&self, id: &str) -> Option<usize> {
-        let (slots, head, forgotten) = (&self.slots, self.head, self.forgotten);
+    /// The encoded record of `id`.
+    fn find(&self, id: &str) -> Option<&[u8]> {
+        let (chunks, head, forgotten) = (&self.chunks, self.head, self.forgotten);
         let place = self
             .by_id
-            .get(id, |p| &slot(slots, head, index(p, forgotten)).0)?;
-        Some(index(place, forgotten))
+            .get(id, |p| id_of(record_at(chunks, head + index(p, forgotten))))?;
+        Some(record_at(chunks, head + index(place, forgotten)))
     }
 
-    pub fn get(&self, id: &str) -> Option<&Finished> {
-        Some(&slot(&self.slots, self.head, self.find(id)?).1)
+    /// The record of `id`, decoded.
+    pub fn get(&self, id: &str) -> Option<FinishedSnap<'static>> {
+        Some(postcard::from_bytes(self.find(id)?).expect("a finished record"))
     }
 
     pub fn contains(&self, id: &str) -> bool {
@@ -93,52 +194,87 @@ impl FinishedJobs {
     }
 
     pub fn len(&self) -> usize {
-        self.slots.len() - self.head
+        self.len
     }
 
-    /// Oldest first.
-    pub fn iter(&self) -> impl Iterator<Item = (&str, &Finished)> {
-        self.slots
-            .iter()
-            .skip(self.head)
-            .map(|s| s.as_ref().expect("a remembered slot"))
-            .map(|(id, f)| (&**id, f))
+    /// The encoded records, oldest first: each as a snapshot writes it, so that their
+    /// concatenation is the snapshot's list of finished jobs after its length.
+    pub fn encoded(&self) -> impl Iterator<Item = &[u8]> {
+        self.chunks.iter().enumerate().map(|(c, chunk)| {
+            let from = if c == 0 && self.head > 0 {
+                chunk.ends[self.head - 1] as usize
+            } else {
+                0
+            };
+            &chunk.bytes[from..]
+        })
     }
 
-    /// Remembers `id` as the latest to finish; beyond `retention` the oldest is forgotten.
-    pub fn push(&mut self, id: Box<str>, f: Finished, retention: usize) {
-        while self.len() >= retention.clamp(1, MAX_RETAINED) {
+    /// Their encoded size.
+    pub fn encoded_len(&self) -> usize {
+        self.encoded().map(<[u8]>::len).sum()
+    }
+
+    /// Oldest first, decoded.
+    pub fn iter(&self) -> impl Iterator<Item = FinishedSnap<'_>> {
+        (self.head..self.head + self.len)
+            .map(|i| postcard::from_bytes(record_at(&self.chunks, i)).expect("a finished record"))
+    }
+
+    /// Remembers `f` as the latest to finish; beyond `retention` the oldest is forgotten.
+    pub fn push(&mut self, f: &FinishedSnap<'_>, retention: usize) {
+        while self.len >= retention.clamp(1, MAX_RETAINED) {
             self.forget_oldest();
         }
         let place = Held {
-            place: (self.forgotten + self.len() as u64) as u32,
-            hash: id_hash(&id) as u32,
+            place: (self.forgotten + self.len as u64) as u32,
+            hash: id_hash(&f.id) as u32,
         };
-        self.slots.push(Some((id, f)));
-        self.hashes.push(place.hash);
-        let (slots, head, forgotten) = (&self.slots, self.head, self.forgotten);
-        let last = slots.last().expect("just pushed");
-        let id = &last.as_ref().expect("just pushed").0;
-        self.by_id
-            .insert(id, place, |p| &slot(slots, head, index(p, forgotten)).0);
+        if self.chunks.back().is_none_or(|c| c.ends.len() == CHUNK) {
+            // The first chunk grows as a vector does, so that a small engine holds little;
+            // the next ones are sized at once from the last full one's bytes (an eighth
+            // more), not grown by doubling, which copied each chunk's bytes twice over.
+            let chunk = self
+                .spare
+                .take()
+                .unwrap_or_else(|| match self.chunks.back() {
+                    None => Chunk::default(),
+                    Some(last) => Chunk {
+                        bytes: Vec::with_capacity(last.bytes.len() + last.bytes.len() / 8),
+                        ends: Vec::with_capacity(CHUNK),
+                        hashes: Vec::with_capacity(CHUNK),
+                    },
+                });
+            self.chunks.push_back(chunk);
+        }
+        let chunk = self.chunks.back_mut().expect("a chunk with room");
+        encode(f, &mut chunk.bytes);
+        let end = u32::try_from(chunk.bytes.len()).expect("a chunk of records under 4 GiB");
+        chunk.ends.push(end);
+        chunk.hashes.push(place.hash);
+        self.len += 1;
+        let (chunks, head, forgotten) = (&self.chunks, self.head, self.forgotten);
+        self.by_id.insert(&f.id, place, |p| {
+            id_of(record_at(chunks, head + index(p, forgotten)))
+        });
     }
 
     /// Forgets the oldest record.
     fn forget_oldest(&mut self) {
-        let Some((old, _)) = self.slots[self.head].take() else {
-            unreachable!("the oldest slot is remembered");
-        };
+        let first = &self.chunks[0];
         // An id remembered twice points at its later place: that stays.
         let place = Held {
             place: self.forgotten as u32,
-            hash: self.hashes[self.head],
+            hash: first.hashes[self.head],
         };
-        self.by_id.remove_at(&old, place);
+        self.by_id.remove_entry(place);
         self.forgotten += 1;
         self.head += 1;
-        if self.head == CHUNK || self.head == self.slots.len() {
-            self.slots.drop_first_chunk();
-            self.hashes.drop_first_chunk();
+        self.len -= 1;
+        if self.head == CHUNK || self.len == 0 {
+            let mut dropped = self.chunks.pop_front().expect("the first chunk");
+            dropped.clear();
+            self.spare = Some(dropped);
             self.head = 0;
         }
     }
@@ -147,32 +283,87 @@ impl FinishedJobs {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ids::TenantIdx;
-    use crate::job::JobState;
-    use crate::time::{Dur, Time};
 
-    fn record(attempts: u32) -> Finished {
-        Finished {
-            tenant: TenantIdx(0),
+    fn record(id: &str, attempts: u32) -> FinishedSnap<'_> {
+        FinishedSnap {
+            id: Cow::Borrowed(id),
+            tenant: 0,
             class: 0,
             state: JobState::Succeeded,
             attempts,
             epoch: 1,
             arrival: Time::ZERO,
             estimate: Dur::ZERO,
-            reason: None,
+            // Some records with a reason, so that records differ in length.
+            reason: (attempts % 3 == 1).then(|| Cow::Owned(format!("reason {attempts}"))),
             digest: 7,
         }
+    }
+
+    // Proves: the hand-written encoder writes what postcard's derived encoding writes, for
+    // every state, integers at each varint width's edges, long ids and reasons.
+    #[test]
+    fn records_encode_as_postcard_writes_them() {
+        let states = [
+            JobState::Deferred,
+            JobState::Queued,
+            JobState::Running,
+            JobState::Succeeded,
+            JobState::Failed,
+            JobState::Canceled,
+            JobState::Expired,
+        ];
+        let edges = [
+            0u64,
+            1,
+            127,
+            128,
+            16_383,
+            16_384,
+            u32::MAX as u64,
+            u64::MAX - 1,
+            u64::MAX,
+        ];
+        let long = "x".repeat(300);
+        for (i, &state) in states.iter().enumerate() {
+            for (k, &v) in edges.iter().enumerate() {
+                let id = if k % 2 == 0 { "job-1" } else { long.as_str() };
+                let f = FinishedSnap {
+                    id: Cow::Borrowed(id),
+                    tenant: v as u32,
+                    class: v as u16,
+                    state,
+                    attempts: (v >> 3) as u32,
+                    epoch: v,
+                    arrival: Time(v ^ i as u64),
+                    estimate: Dur(v / 3),
+                    reason: match k % 3 {
+                        0 => None,
+                        1 => Some(Cow::Borrowed("")),
+                        _ => Some(Cow::Borrowed(long.as_str())),
+                    },
+                    digest: u64::MAX - v,
+                };
+                let mut mine = vec![9u8];
+                encode(&f, &mut mine);
+                let theirs = postcard::to_extend(&f, vec![9u8]).unwrap();
+                assert_eq!(mine, theirs, "{state:?}, {v}");
+            }
+        }
+    }
+
+    /// The ids remembered, oldest first.
+    fn ids(f: &FinishedJobs) -> Vec<String> {
+        f.iter().map(|r| r.id.into_owned()).collect()
     }
 
     #[test]
     fn keeps_the_latest_in_order_and_forgets_the_oldest() {
         let mut f = FinishedJobs::default();
         for i in 0..5 {
-            f.push(format!("j{i}").into(), record(i), 3);
+            f.push(&record(&format!("j{i}"), i), 3);
         }
-        let ids: Vec<&str> = f.iter().map(|(id, _)| id).collect();
-        assert_eq!(ids, ["j2", "j3", "j4"]);
+        assert_eq!(ids(&f), ["j2", "j3", "j4"]);
         assert!(f.get("j1").is_none() && !f.contains("j0"));
         assert_eq!(f.get("j3").map(|r| r.attempts), Some(3));
         assert_eq!(f.get("j4").map(|r| r.attempts), Some(4));
@@ -182,12 +373,12 @@ mod tests {
     #[test]
     fn an_id_finished_twice_is_found_at_its_later_place() {
         let mut f = FinishedJobs::default();
-        f.push(Box::from("a"), record(1), 2);
-        f.push(Box::from("b"), record(1), 2);
-        f.push(Box::from("a"), record(2), 2);
+        f.push(&record("a", 1), 2);
+        f.push(&record("b", 1), 2);
+        f.push(&record("a", 2), 2);
         // The first "a" was forgotten; the second must still be found.
         assert_eq!(f.get("a").map(|r| r.attempts), Some(2));
-        f.push(Box::from("c"), record(1), 2);
+        f.push(&record("c", 1), 2);
         assert!(f.get("b").is_none());
         assert_eq!(f.get("a").map(|r| r.attempts), Some(2));
         assert_eq!(f.get("c").map(|r| r.attempts), Some(1));
@@ -201,13 +392,12 @@ mod tests {
             let mut f = FinishedJobs::default();
             let total = 3 * CHUNK + 17;
             for i in 0..total {
-                f.push(format!("j{i}").into(), record(i as u32), retention);
+                f.push(&record(&format!("j{i}"), i as u32), retention);
                 assert_eq!(f.len(), (i + 1).min(retention));
             }
             let first = total - retention;
-            let ids: Vec<String> = f.iter().map(|(id, _)| id.to_string()).collect();
             let expected: Vec<String> = (first..total).map(|i| format!("j{i}")).collect();
-            assert_eq!(ids, expected, "retention {retention}");
+            assert_eq!(ids(&f), expected, "retention {retention}");
             for i in [0, first.saturating_sub(1), first, total - 1] {
                 let found = f.get(&format!("j{i}")).map(|r| r.attempts as usize);
                 assert_eq!(
@@ -216,7 +406,15 @@ mod tests {
                     "retention {retention}, j{i}"
                 );
             }
-            assert!(f.slots.len() <= retention + CHUNK);
+            assert!(f.chunks.len() * CHUNK <= retention + 2 * CHUNK);
+            // The bytes a snapshot copies are the remembered records, in order.
+            let encoded: Vec<u8> = f.encoded().flatten().copied().collect();
+            let mut want = Vec::new();
+            for r in f.iter() {
+                want = postcard::to_extend(&r, want).unwrap();
+            }
+            assert_eq!(encoded, want, "retention {retention}");
+            assert_eq!(f.encoded_len(), want.len());
         }
     }
 
@@ -229,7 +427,7 @@ mod tests {
             ..Default::default()
         };
         for i in 0..100 {
-            f.push(format!("j{i}").into(), record(i), 50);
+            f.push(&record(&format!("j{i}"), i), 50);
         }
         assert!(f.forgotten > u32::MAX as u64);
         for i in 0..100 {

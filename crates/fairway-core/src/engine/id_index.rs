@@ -124,7 +124,16 @@ impl<P: Entry> IdIndex<P> {
 
     /// Forgets `id` if it points at `place` (which need no longer hold it); whether it did.
     pub fn remove_at(&mut self, id: &str, place: P) -> bool {
-        let hash = place.hash().unwrap_or_else(|| id_hash(id));
+        self.remove_hashed(place.hash().unwrap_or_else(|| id_hash(id)), place)
+    }
+
+    /// Takes out `place`, an entry that carries its id's hash, without reading the id.
+    pub fn remove_entry(&mut self, place: P) -> bool {
+        let hash = place.hash().expect("an entry that carries its id's hash");
+        self.remove_hashed(hash, place)
+    }
+
+    fn remove_hashed(&mut self, hash: u64, place: P) -> bool {
         for table in [&mut self.table, &mut self.old] {
             if let Ok(entry) = table.find_entry(hash, |&p| p == place) {
                 entry.remove();

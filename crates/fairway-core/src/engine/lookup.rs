@@ -17,7 +17,7 @@ impl Engine {
             }
             None => {
                 let f = self.finished.get(id)?;
-                (f.tenant, f.class)
+                (crate::ids::TenantIdx(f.tenant), f.class)
             }
         };
         Some((&self.tenants[tenant.ix()].name, self.class_name(class)))

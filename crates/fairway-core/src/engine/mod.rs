@@ -386,7 +386,7 @@ impl Engine {
         let f = self.finished.get(id)?;
         Some(JobStatus {
             job: id.to_string(),
-            tenant: self.tenants[f.tenant.ix()].name.clone(),
+            tenant: self.tenants[f.tenant as usize].name.clone(),
             class: self.class_name(f.class).to_string(),
             state: f.state,
             attempt: f.attempts,
@@ -396,7 +396,7 @@ impl Engine {
             workers: Vec::new(),
             expires: None,
             estimate: f.estimate,
-            reason: f.reason.clone(),
+            reason: f.reason.map(std::borrow::Cow::into_owned),
             policy_version: None,
         })
     }

@@ -9,8 +9,9 @@
 //! meters. A V1 snapshot restores with no meters (admission starts from capacity).
 
 use super::finished::FinishedJobs;
+use super::finished::FinishedSnap;
 use super::meter::RateMeter;
-use super::state::{Attempt, Drr, Estimator, Finished, Job, Ledger, Node, NodeKind};
+use super::state::{Attempt, Drr, Estimator, Job, Ledger, Node, NodeKind};
 use super::{Engine, EngineConfig, EngineStats};
 use crate::event::{Event, StopReason};
 use crate::ids::{CHAIN_MAX, Chain, JobIdx, NodeIdx, ShapeId, TenantIdx, WorkerIdx};
@@ -33,6 +34,9 @@ enum SnapshotRecord<J = Vec<JobSnap<'static>>, F = Vec<FinishedSnap<'static>>> {
     V2(SnapshotV1<J, F>, SnapshotV2),
 }
 
+/// The index of [`SnapshotRecord::V2`] among its variants, as postcard writes it first.
+const V2_VARIANT: u32 = 1;
+
 /// What V2 added to V1.
 #[derive(Serialize, Deserialize, Default)]
 struct SnapshotV2 {
@@ -53,8 +57,20 @@ struct DrainV1 {
     windows: u32,
 }
 
+/// V1's record. postcard writes a struct as its fields one after the other, with nothing
+/// around them, so the three parts encode exactly as the flat list of fields they were first
+/// written as (`tests::the_split_record_encodes_as_the_flat_one`); the split lets a snapshot
+/// write the finished jobs' bytes between the two others as the engine keeps them.
 #[derive(Serialize, Deserialize)]
 struct SnapshotV1<J = Vec<JobSnap<'static>>, F = Vec<FinishedSnap<'static>>> {
+    head: SnapshotHead<J>,
+    finished: F,
+    tail: SnapshotTail,
+}
+
+/// V1's fields before the finished jobs.
+#[derive(Serialize, Deserialize)]
+struct SnapshotHead<J = Vec<JobSnap<'static>>> {
     policy_version: u64,
     policy_source: String,
     now: Time,
@@ -69,7 +85,11 @@ struct SnapshotV1<J = Vec<JobSnap<'static>>, F = Vec<FinishedSnap<'static>>> {
     jobs: J,
     free_jobs: Vec<u32>,
     job_slots: u32,
-    finished: F,
+}
+
+/// V1's fields after the finished jobs.
+#[derive(Serialize, Deserialize)]
+struct SnapshotTail {
     gps_v: u128,
     gps_at: Time,
     gps_backlog: Vec<(u128, u32)>,
@@ -132,20 +152,21 @@ impl SnapshotV1 {
     /// What a snapshot claims about sizes, checked before anything is allocated from it (fuzz
     /// finding F11: a 1.2 KB snapshot claimed 750 GB of job slots).
     fn check_bounds(&self) -> Result<(), String> {
-        let slots = self.job_slots as usize;
-        if slots != self.jobs.len() + self.free_jobs.len() {
+        let slots = self.head.job_slots as usize;
+        if slots != self.head.jobs.len() + self.head.free_jobs.len() {
             return Err(format!(
                 "snapshot claims {slots} job slots for {} jobs and {} free slots",
-                self.jobs.len(),
-                self.free_jobs.len()
+                self.head.jobs.len(),
+                self.head.free_jobs.len()
             ));
         }
         let mut used = vec![false; slots];
         for slot in self
+            .head
             .jobs
             .iter()
             .map(|j| j.slot)
-            .chain(self.free_jobs.iter().copied())
+            .chain(self.head.free_jobs.iter().copied())
         {
             match used.get_mut(slot as usize) {
                 Some(u) if !*u => *u = true,
@@ -153,14 +174,14 @@ impl SnapshotV1 {
                 None => return Err(format!("snapshot job slot {slot} out of range")),
             }
         }
-        if self.worker_slots as usize > crate::shape::MAX_WORKERS {
+        if self.head.worker_slots as usize > crate::shape::MAX_WORKERS {
             return Err(format!(
                 "snapshot claims {} worker slots, more than the {} workers an engine keeps",
-                self.worker_slots,
+                self.head.worker_slots,
                 crate::shape::MAX_WORKERS
             ));
         }
-        let st = &self.stats;
+        let st = &self.tail.stats;
         let counters = [
             st.dispatches,
             st.backfills,
@@ -172,8 +193,8 @@ impl SnapshotV1 {
             st.retries,
             st.passes,
             st.candidates_examined,
-            self.seq,
-            self.drr_position,
+            self.head.seq,
+            self.tail.drr_position,
         ];
         if counters.iter().any(|&c| c > COUNTER_MAX) {
             return Err("snapshot holds a counter out of range".to_string());
@@ -187,12 +208,12 @@ impl SnapshotV1 {
     /// was accepted and then indexed out of bounds).
     fn check_tree(&self, tenants: usize, shape: super::state::TreeShape) -> Result<(), String> {
         use super::state::TreeShape;
-        let root = self.nodes.first().ok_or("snapshot tree has no root")?;
+        let root = self.head.nodes.first().ok_or("snapshot tree has no root")?;
         if root.kind != 0 || root.parent != u32::MAX {
             return Err("snapshot tree does not start at its root".to_string());
         }
         let mut has_node = vec![false; tenants];
-        for (i, n) in self.nodes.iter().enumerate().skip(1) {
+        for (i, n) in self.head.nodes.iter().enumerate().skip(1) {
             if n.parent as usize >= i {
                 return Err(format!(
                     "snapshot node {i}: parent {} not before it",
@@ -202,15 +223,15 @@ impl SnapshotV1 {
             if n.tenant as usize >= tenants {
                 return Err(format!("snapshot node {i}: tenant {} unknown", n.tenant));
             }
-            if n.class as usize >= self.classes.len() {
+            if n.class as usize >= self.head.classes.len() {
                 return Err(format!("snapshot node {i}: class {} unknown", n.class));
             }
-            let parent_kind = self.nodes[n.parent as usize].kind;
+            let parent_kind = self.head.nodes[n.parent as usize].kind;
             let fits = match (shape, n.kind) {
                 (TreeShape::Flat, 3) => parent_kind == 0,
                 (TreeShape::Hierarchical, 1) => parent_kind <= 1,
                 (TreeShape::Hierarchical, 2) => {
-                    parent_kind == 1 && self.nodes[n.parent as usize].tenant == n.tenant
+                    parent_kind == 1 && self.head.nodes[n.parent as usize].tenant == n.tenant
                 }
                 _ => false,
             };
@@ -347,46 +368,6 @@ impl Serialize for LiveJobs<'_> {
     }
 }
 
-#[derive(Serialize, Deserialize)]
-struct FinishedSnap<'a> {
-    id: Cow<'a, str>,
-    tenant: u32,
-    class: u16,
-    state: JobState,
-    attempts: u32,
-    epoch: u64,
-    arrival: Time,
-    estimate: Dur,
-    reason: Option<Cow<'a, str>>,
-    digest: u64,
-}
-
-/// The engine's finished jobs, encoded as the `Vec<FinishedSnap>` they decode to, each
-/// straight from the engine's record, oldest first (as [`LiveJobs`] does for live ones).
-struct FinishedList<'a>(&'a FinishedJobs);
-
-impl Serialize for FinishedList<'_> {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeSeq;
-        let mut seq = serializer.serialize_seq(Some(self.0.len()))?;
-        for (id, f) in self.0.iter() {
-            seq.serialize_element(&FinishedSnap {
-                id: Cow::Borrowed(id),
-                tenant: f.tenant.0,
-                class: f.class,
-                state: f.state,
-                attempts: f.attempts,
-                epoch: f.epoch,
-                arrival: f.arrival,
-                estimate: f.estimate,
-                reason: f.reason.as_deref().map(Cow::Borrowed),
-                digest: f.digest,
-            })?;
-        }
-        seq.end()
-    }
-}
-
 impl Engine {
     fn shape_snap(&self, s: ShapeId) -> JobSpecShape {
         let k = self.shapes.get(s);
@@ -466,7 +447,7 @@ impl Engine {
             .filter(|(_, n)| n.meter != RateMeter::default())
             .map(|(i, n)| (i as u32, n.meter))
             .collect();
-        let snap = SnapshotV1 {
+        let head = SnapshotHead {
             policy_version: self.version,
             policy_source: self.policy.source.clone(),
             now: self.now,
@@ -538,7 +519,8 @@ impl Engine {
             jobs: LiveJobs(self),
             free_jobs: self.free_jobs.clone(),
             job_slots: self.jobs.len() as u32,
-            finished: FinishedList(&self.finished),
+        };
+        let tail = SnapshotTail {
             gps_v: self.gps.v,
             gps_at: self.gps.at,
             gps_backlog: self.gps.backlog.iter().map(|(f, t)| (*f, t.0)).collect(),
@@ -559,15 +541,23 @@ impl Engine {
             leaf_meters,
             class_estimators: self.classes.iter().map(|c| c.estimator).collect(),
         };
-        // A live job encodes to about 130 bytes and a finished one to about 60 (6.4 MB for
-        // 50,000 queued): a little more is reserved at once, not grown by doubling (a grown
-        // buffer is copied, and its new pages faulted in, at each step).
-        let estimate = 64 * 1024 + 160 * self.live_jobs + 64 * self.finished.len();
-        postcard::to_extend(
-            &SnapshotRecord::V2(snap, added),
-            Vec::with_capacity(estimate),
-        )
-        .expect("snapshot encodes")
+        // A live job encodes to about 130 bytes (6.4 MB for 50,000 queued); the finished
+        // ones are kept encoded. The buffer is reserved at once, not grown by doubling (a
+        // grown buffer is copied, and its new pages faulted in, at each step).
+        let estimate = 64 * 1024 + 160 * self.live_jobs + self.finished.encoded_len();
+        // `SnapshotRecord::V2(SnapshotV1 { head, finished, tail }, added)` as postcard writes
+        // it (an enum's variant index, then its fields one after the other; a sequence's
+        // length, then its elements), with the finished jobs' bytes copied as they are kept
+        // (`tests::a_snapshot_is_its_record_as_postcard_writes_it`).
+        let mut out = postcard::to_extend(&V2_VARIANT, Vec::with_capacity(estimate))
+            .expect("snapshot encodes");
+        out = postcard::to_extend(&head, out).expect("snapshot encodes");
+        out = postcard::to_extend(&self.finished.len(), out).expect("snapshot encodes");
+        for part in self.finished.encoded() {
+            out.extend_from_slice(part);
+        }
+        out = postcard::to_extend(&tail, out).expect("snapshot encodes");
+        postcard::to_extend(&added, out).expect("snapshot encodes")
     }
 
     /// An engine rebuilt from a snapshot. The bytes come from [`Engine::snapshot`] (the store
@@ -594,13 +584,13 @@ impl Engine {
         s.check_bounds()?;
         let mut e = Engine::for_replay(config);
         e.restoring = true;
-        for r in &s.resources {
+        for r in &s.head.resources {
             e.resources
                 .intern(r)
                 .ok_or("snapshot has too many resources")?;
         }
         // Classes keep their indices: create them in order before the policy is installed.
-        for c in &s.classes {
+        for c in &s.head.classes {
             e.class_by_name
                 .insert(c.name.clone(), e.classes.len() as u16);
             let placeholder = Policy::built_in().classes[0].clone();
@@ -616,19 +606,19 @@ impl Engine {
             });
         }
         // Tenants keep their indices too.
-        for t in &s.tenants {
+        for t in &s.head.tenants {
             let idx = e.tenant_for(&t.name);
             if idx.ix() != e.tenants.len() - 1 && e.tenants[idx.ix()].name != t.name {
                 return Err(format!("snapshot tenant {} out of order", t.name));
             }
         }
-        if e.tenants.len() != s.tenants.len() {
+        if e.tenants.len() != s.head.tenants.len() {
             return Err("snapshot tenants are not a tree in creation order".to_string());
         }
-        let policy = Policy::from_text(&s.policy_source)
+        let policy = Policy::from_text(&s.head.policy_source)
             .map_err(|errs| format!("snapshot policy invalid: {errs:?}"))?;
-        e.install_policy(s.now, s.policy_version, policy);
-        for (t, snap) in e.tenants.iter_mut().zip(&s.tenants) {
+        e.install_policy(s.head.now, s.head.policy_version, policy);
+        for (t, snap) in e.tenants.iter_mut().zip(&s.head.tenants) {
             t.tokens = snap.tokens;
             t.tokens_at = snap.tokens_at;
             t.retry_used = snap.retry_used;
@@ -644,7 +634,7 @@ impl Engine {
             t.node = None;
             t.bands.clear();
         }
-        for n in &s.nodes {
+        for n in &s.head.nodes {
             let tenant = TenantIdx(n.tenant);
             let (kind, weight) = match n.kind {
                 0 => (NodeKind::Root, Weight::ONE),
@@ -669,13 +659,13 @@ impl Engine {
             }
         }
         // Worker slots keep their indices (attempts name them); gaps are free slots.
-        for i in 0..s.worker_slots {
+        for i in 0..s.head.worker_slots {
             let placeholder = format!("\u{0}{i}");
             e.new_worker(&placeholder, "");
             e.worker_by_name.remove(&placeholder);
             e.workers[i as usize].name.clear();
         }
-        for (i, name, pool) in &s.workers {
+        for (i, name, pool) in &s.head.workers {
             let w = e
                 .workers
                 .get_mut(*i as usize)
@@ -685,22 +675,22 @@ impl Engine {
             w.pool_slot = None;
             e.worker_by_name.insert(name.clone(), WorkerIdx(*i));
         }
-        e.free_workers = (0..s.worker_slots)
+        e.free_workers = (0..s.head.worker_slots)
             .rev()
             .filter(|i| e.workers[*i as usize].name.is_empty())
             .collect();
-        for (name, ledger) in &s.pools {
+        for (name, ledger) in &s.head.pools {
             e.pools.entry(name).ledger = ledger.clone();
         }
-        e.seq = s.seq;
-        e.jobs = (0..s.job_slots).map(|_| None).collect();
-        e.free_jobs = s.free_jobs.clone();
+        e.seq = s.head.seq;
+        e.jobs = (0..s.head.job_slots).map(|_| None).collect();
+        e.free_jobs = s.head.free_jobs.clone();
         // The id indexes are sized for what they will hold: they index it without growing.
         e.job_by_id =
-            super::id_index::IdIndex::with_capacity(s.jobs.len().saturating_add(more_jobs));
+            super::id_index::IdIndex::with_capacity(s.head.jobs.len().saturating_add(more_jobs));
         e.finished = FinishedJobs::with_capacity(s.finished.len());
         let mut queued: Vec<(u64, JobIdx)> = Vec::new();
-        for j in &s.jobs {
+        for j in &s.head.jobs {
             let idx = JobIdx(j.slot);
             e.restore_job(idx, j)?;
             match j.state {
@@ -717,35 +707,26 @@ impl Engine {
             e.enqueue(j);
         }
         for f in &s.finished {
-            let record = Finished {
-                tenant: TenantIdx(f.tenant),
-                class: f.class,
-                state: f.state,
-                attempts: f.attempts,
-                epoch: f.epoch,
-                arrival: f.arrival,
-                estimate: f.estimate,
-                reason: f.reason.as_deref().map(str::to_string),
-                digest: f.digest,
-            };
             // All of them, as they were: the snapshot holds no more than the retention then.
-            e.finished.push(Box::from(&*f.id), record, usize::MAX);
+            e.finished.push(f, usize::MAX);
         }
-        e.gps.v = s.gps_v;
-        e.gps.at = s.gps_at;
+        e.gps.v = s.tail.gps_v;
+        e.gps.at = s.tail.gps_at;
         e.gps.backlog = s
+            .tail
             .gps_backlog
             .iter()
             .map(|(f, t)| (*f, TenantIdx(*t)))
             .collect();
         e.gps.last_finish = s
+            .tail
             .gps_last_finish
             .iter()
             .map(|(t, f)| (TenantIdx(*t), *f))
             .collect();
-        e.gps.weight_sum = s.gps_weight_sum;
-        e.drr_round = s.drr_round;
-        e.drr_position = s.drr_position;
+        e.gps.weight_sum = s.tail.gps_weight_sum;
+        e.drr_round = s.tail.drr_round;
+        e.drr_position = s.tail.drr_position;
         for (shape, m) in added.shape_meters {
             let key = shape.key();
             match e.shapes.lookup(&key) {
@@ -766,8 +747,8 @@ impl Engine {
                 .ok_or("snapshot meter of a node that does not exist")?
                 .meter = m;
         }
-        e.stats = s.stats;
-        e.now = e.now.max(s.now);
+        e.stats = s.tail.stats;
+        e.now = e.now.max(s.head.now);
         e.restoring = false;
         e.events.clear();
         e.recompute_pending();
@@ -1022,12 +1003,12 @@ impl Engine {
             let _ = writeln!(out, "{line}");
         }
         let mut finished: Vec<_> = self.finished.iter().collect();
-        finished.sort_by(|a, b| a.0.cmp(b.0));
-        for (id, f) in finished {
+        finished.sort_by(|a, b| a.id.cmp(&b.id));
+        for f in finished {
             let _ = writeln!(
                 out,
-                "finished {id} {:?} attempts {} epoch {}",
-                f.state, f.attempts, f.epoch
+                "finished {} {:?} attempts {} epoch {}",
+                f.id, f.state, f.attempts, f.epoch
             );
         }
         out
@@ -1091,6 +1072,123 @@ mod tests {
         let bytes = e.snapshot();
         let decoded: SnapshotRecord = postcard::from_bytes(&bytes).expect("decodes");
         assert_eq!(postcard::to_stdvec(&decoded).expect("encodes"), bytes);
+    }
+
+    /// An engine that has finished more jobs than it remembers, its oldest forgotten in the
+    /// middle of a chunk, with failure reasons (records of several lengths) and live jobs.
+    /// Returns it with the ids it finished, in order, and how each ended.
+    fn engine_with_many_finished(
+        retention: usize,
+        finished: usize,
+    ) -> (Engine, Vec<(String, JobState)>) {
+        let config = EngineConfig {
+            finished_retention: retention,
+            ..EngineConfig::default()
+        };
+        let mut e = Engine::new(Time::ZERO, Policy::built_in(), config);
+        let offer = crate::WorkerOffer {
+            worker: "w0".into(),
+            pool: "default".into(),
+            capacity: std::collections::BTreeMap::from([("cpu".to_string(), 1.0)]),
+            labels: std::collections::BTreeMap::new(),
+            max_jobs: u32::MAX,
+        };
+        let mut now = Time::ZERO;
+        for i in 0..finished + 3 {
+            now = Time(now.0 + 1_000);
+            let mut spec = JobSpec::new(format!("job-{i:05}"), ["acme", "globex"][i % 2]);
+            spec.max_attempts = Some(1);
+            e.submit(now, spec);
+        }
+        e.worker_ready(now, &offer).expect("ready");
+        let mut ended = Vec::new();
+        for i in 0..finished {
+            now = Time(now.0 + 1_000);
+            let lease = e.schedule(now).pop().expect("a lease");
+            let outcome = if i % 5 == 0 {
+                crate::Outcome::Failed { retryable: false }
+            } else {
+                crate::Outcome::Succeeded
+            };
+            let state = e
+                .finish(now, &lease.job, lease.epoch, outcome, None, None)
+                .expect("finishes");
+            ended.push((lease.job, state));
+        }
+        (e, ended)
+    }
+
+    /// A snapshot copies the finished jobs' bytes as the list keeps them between the parts it
+    /// encodes: the result is exactly the record as postcard writes it, and it restores to the
+    /// same engine, which finds every remembered job and has forgotten the others.
+    #[test]
+    fn a_snapshot_is_its_record_as_postcard_writes_it() {
+        let chunk = crate::engine::finished::CHUNK;
+        let (e, ended) = engine_with_many_finished(chunk + 100, 2 * chunk + 37);
+        assert_eq!(e.finished.len(), chunk + 100);
+        let bytes = e.snapshot();
+        let decoded: SnapshotRecord = postcard::from_bytes(&bytes).expect("decodes");
+        assert_eq!(postcard::to_stdvec(&decoded).expect("encodes"), bytes);
+        let restored = Engine::restore(&bytes, e.config.clone()).expect("restores");
+        restored.audit().expect("audit");
+        assert_eq!(restored.durable_view(), e.durable_view());
+        assert_eq!(
+            restored.snapshot(),
+            bytes,
+            "a restored engine writes the same bytes"
+        );
+        let first_kept = ended.len() - (chunk + 100);
+        assert!(ended.iter().any(|(_, s)| *s == JobState::Failed));
+        for (i, (id, state)) in ended.iter().enumerate() {
+            let want = (i >= first_kept).then_some(*state);
+            assert_eq!(restored.status(id).map(|s| s.state), want, "{id}");
+        }
+    }
+
+    /// V1's record is three structs in a row; postcard writes them as the flat list of fields
+    /// snapshots were first written with, so snapshots of either kind decode as the other.
+    #[test]
+    fn the_split_record_encodes_as_the_flat_one() {
+        #[derive(Serialize, Deserialize)]
+        struct FlatV1 {
+            policy_version: u64,
+            policy_source: String,
+            now: Time,
+            seq: u64,
+            resources: Vec<String>,
+            classes: Vec<ClassSnap>,
+            tenants: Vec<TenantSnap>,
+            nodes: Vec<NodeSnap>,
+            workers: Vec<(u32, String, String)>,
+            worker_slots: u32,
+            pools: Vec<(String, Ledger)>,
+            jobs: Vec<JobSnap<'static>>,
+            free_jobs: Vec<u32>,
+            job_slots: u32,
+            finished: Vec<FinishedSnap<'static>>,
+            gps_v: u128,
+            gps_at: Time,
+            gps_backlog: Vec<(u128, u32)>,
+            gps_last_finish: Vec<(u32, u128)>,
+            gps_weight_sum: u128,
+            drr_round: u128,
+            drr_position: u64,
+            drain: Vec<(u16, JobSpecShape, DrainV1)>,
+            stats: EngineStats,
+        }
+        #[derive(Serialize, Deserialize)]
+        enum FlatRecord {
+            V1(FlatV1),
+            V2(FlatV1, SnapshotV2),
+        }
+        let (e, _) = engine_with_many_finished(50, 80);
+        let bytes = e.snapshot();
+        let flat: FlatRecord = postcard::from_bytes(&bytes).expect("decodes as the flat record");
+        let FlatRecord::V2(v1, _) = &flat else {
+            panic!("snapshots are written as V2");
+        };
+        assert_eq!((v1.finished.len(), v1.jobs.len()), (50, 3));
+        assert_eq!(postcard::to_stdvec(&flat).expect("encodes"), bytes);
     }
 
     /// A deferred job keeps its not-before time through a snapshot (the record holds it as

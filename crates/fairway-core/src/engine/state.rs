@@ -746,21 +746,6 @@ pub struct EngineStats {
     pub candidates_examined: u64,
 }
 
-/// A job that reached a terminal state, remembered for idempotent resubmission and status.
-#[derive(Clone, Debug)]
-pub(crate) struct Finished {
-    pub tenant: TenantIdx,
-    pub class: u16,
-    pub state: JobState,
-    pub attempts: u32,
-    pub epoch: u64,
-    pub arrival: Time,
-    pub estimate: Dur,
-    pub reason: Option<String>,
-    /// The spec's digest, to tell a resubmission from a reused id.
-    pub digest: u64,
-}
-
 /// GPS virtual time for WFQ.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Gps {
