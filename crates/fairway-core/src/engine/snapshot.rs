@@ -707,6 +707,13 @@ impl Engine {
             e.enqueue(j);
         }
         for f in &s.finished {
+            // A status query names the job's tenant and class by these indexes.
+            if f.tenant as usize >= e.tenants.len() || f.class as usize >= e.classes.len() {
+                return Err(format!(
+                    "snapshot finished job {}: tenant {} or class {} unknown",
+                    f.id, f.tenant, f.class
+                ));
+            }
             // All of them, as they were: the snapshot holds no more than the retention then.
             e.finished.push(f, usize::MAX);
         }
@@ -1143,6 +1150,27 @@ mod tests {
             let want = (i >= first_kept).then_some(*state);
             assert_eq!(restored.status(id).map(|s| s.state), want, "{id}");
         }
+    }
+
+    /// A snapshot whose finished job names a tenant the snapshot does not hold is refused
+    /// with the job named, not restored to panic at the first status query.
+    #[test]
+    fn a_finished_job_of_an_unknown_tenant_is_refused() {
+        let (e, _) = engine_with_many_finished(50, 60);
+        let bytes = e.snapshot();
+        let Ok(SnapshotRecord::V2(mut v1, added)) = postcard::from_bytes::<SnapshotRecord>(&bytes)
+        else {
+            panic!("snapshots are written as V2");
+        };
+        v1.finished[7].tenant = 99;
+        let bad = postcard::to_stdvec(&SnapshotRecord::V2(v1, added)).expect("encodes");
+        let err = Engine::restore(&bad, e.config.clone())
+            .err()
+            .expect("refused");
+        assert!(
+            err.contains("finished job") && err.contains("tenant 99"),
+            "{err}"
+        );
     }
 
     /// V1's record is three structs in a row; postcard writes them as the flat list of fields
