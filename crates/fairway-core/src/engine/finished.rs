@@ -12,15 +12,13 @@
 //! The oldest are forgotten a whole chunk at a time; the chunk's memory takes the next
 //! records, so a list at its retention allocates nothing.
 
+use super::chunked::CHUNK;
 use super::id_index::{Entry, IdIndex, id_hash};
 use crate::job::JobState;
 use crate::time::{Dur, Time};
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::collections::VecDeque;
-
-/// Records per chunk.
-pub(crate) const CHUNK: usize = 1 << 11;
 
 /// The most records remembered, whatever the retention: places are kept in 32 bits.
 const MAX_RETAINED: usize = 1 << 31;
@@ -58,7 +56,7 @@ impl Entry for Held {
     }
 }
 
-/// Up to [`CHUNK`] records, encoded one after the other.
+/// Up to [`CHUNK`] records (as many as a chunk of job records), encoded one after the other.
 #[derive(Clone, Debug, Default)]
 struct Chunk {
     bytes: Vec<u8>,

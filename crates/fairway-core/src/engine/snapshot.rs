@@ -8,8 +8,7 @@
 //! fields. V2 is V1 (whose `drain` it leaves empty) followed by what V2 added: admission's
 //! meters. A V1 snapshot restores with no meters (admission starts from capacity).
 
-use super::finished::FinishedJobs;
-use super::finished::FinishedSnap;
+use super::finished::{FinishedJobs, FinishedSnap};
 use super::meter::RateMeter;
 use super::state::{Attempt, Drr, Estimator, Job, Ledger, Node, NodeKind};
 use super::{Engine, EngineConfig, EngineStats};
@@ -1130,7 +1129,7 @@ mod tests {
     /// same engine, which finds every remembered job and has forgotten the others.
     #[test]
     fn a_snapshot_is_its_record_as_postcard_writes_it() {
-        let chunk = crate::engine::finished::CHUNK;
+        let chunk = crate::engine::chunked::CHUNK;
         let (e, ended) = engine_with_many_finished(chunk + 100, 2 * chunk + 37);
         assert_eq!(e.finished.len(), chunk + 100);
         let bytes = e.snapshot();
