@@ -171,7 +171,7 @@ impl Engine {
                 if !self.nodes[parent.ix()]
                     .index
                     .get(gs)
-                    .is_some_and(|set| set.contains_key(key))
+                    .is_some_and(|set| set.contains(key))
                 {
                     return Err(format!(
                         "node {i} keyed under {gs:?} but absent from its parent's index"

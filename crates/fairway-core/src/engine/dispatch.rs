@@ -1127,7 +1127,7 @@ impl Engine {
             .into_iter()
             .find(|(key, _)| key.1 == s)
         {
-            for (slot, k) in out.iter_mut().zip(set.keys()) {
+            for (slot, k) in out.iter_mut().zip(set.iter()) {
                 *slot = KeptCandidate {
                     tenant: match self.nodes[k.node().ix()].kind {
                         NodeKind::Tenant(t) | NodeKind::Flat(t) | NodeKind::Band(t, _) => Some(t),

@@ -307,7 +307,7 @@ impl Engine {
             &(g, crate::ids::ShapeId(0)),
             &(g, crate::ids::ShapeId(u32::MAX)),
         ) {
-            for k in set.keys().take_while(|k| **k < mine).take(5) {
+            for k in set.iter().take_while(|k| **k < mine).take(5) {
                 out.push((self.node_name(k.node()), k.primary() as f64 / 1e18));
             }
         }

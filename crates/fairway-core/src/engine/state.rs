@@ -429,7 +429,17 @@ pub(crate) struct NodeKey {
 impl Ord for NodeKey {
     #[inline]
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        (self.hi(), self.lo()).cmp(&(other.hi(), other.lo()))
+        // Word by word, most significant first, stopping at the first that differs: keys
+        // usually differ in their first or second word (tier and the primary's high half, or
+        // its low half), and a B-tree search compares a key a dozen times or more.
+        let a = [self.hi[0], self.hi[1], self.lo[0], self.lo[1]];
+        let b = [other.hi[0], other.hi[1], other.lo[0], other.lo[1]];
+        for i in 0..4 {
+            if a[i] != b[i] {
+                return a[i].cmp(&b[i]);
+            }
+        }
+        std::cmp::Ordering::Equal
     }
 }
 
@@ -456,11 +466,6 @@ impl NodeKey {
         (self.hi[0] as u128) << 64 | self.hi[1] as u128
     }
 
-    #[inline]
-    fn lo(&self) -> u128 {
-        (self.lo[0] as u128) << 64 | self.lo[1] as u128
-    }
-
     pub fn tier(&self) -> u8 {
         (self.hi() >> 120) as u8
     }
@@ -474,11 +479,74 @@ impl NodeKey {
     }
 }
 
-/// Children's keys in a node's index for one (group, shape), smallest first: a set, as a map to
-/// nothing. A tenant's node usually has one child with work (its one band), whose key then
-/// sits in the node itself; as a `BTreeSet` it was a heap node of its own, one more cache miss
-/// on the way down to the leaf of a tenant not visited for a while.
-pub(crate) type KeySet = SmallMap<NodeKey, ()>;
+/// Children's keys in a node's index for one (group, shape): a set, read smallest first. A
+/// tenant's node usually has one child with work (its one band), whose key then sits in the
+/// node itself; as a `BTreeSet` it was a heap node of its own, one more cache miss on the way
+/// down to the leaf of a tenant not visited for a while.
+///
+/// The set is stored largest first. A child served is charged for it and its key grows, under
+/// every policy's order (a virtual time, a dominant share, the place of the next job in a
+/// global queue): it moves from the smallest end, most often to near the largest. A B-tree
+/// searches each node from its first key, so an insertion near the stored front compares once
+/// per level, where one at the back compares with every key of each node on its path (some
+/// thirty comparisons at 10^4 children); the smallest key, now the stored back, is reached
+/// without a comparison.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct KeySet(SmallMap<Desc, ()>);
+
+/// A [`NodeKey`] ordered largest first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Desc(NodeKey);
+
+impl Ord for Desc {
+    #[inline]
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        other.0.cmp(&self.0)
+    }
+}
+
+impl PartialOrd for Desc {
+    #[inline]
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl KeySet {
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn contains(&self, key: &NodeKey) -> bool {
+        self.0.contains_key(&Desc(*key))
+    }
+
+    /// Adds `key`; false if it was there.
+    pub fn insert(&mut self, key: NodeKey) -> bool {
+        self.0.insert(Desc(key), ()).is_none()
+    }
+
+    /// Removes `key`; false if it was not there.
+    pub fn remove(&mut self, key: &NodeKey) -> bool {
+        self.0.remove(&Desc(*key)).is_some()
+    }
+
+    /// Replaces `old` by `new` (absent, or `old`); false if `old` was not there.
+    pub fn replace(&mut self, old: &NodeKey, new: NodeKey) -> bool {
+        self.0.replace_key(&Desc(*old), Desc(new))
+    }
+
+    /// The smallest key.
+    #[inline]
+    pub fn first(&self) -> Option<&NodeKey> {
+        self.0.last_key().map(|d| &d.0)
+    }
+
+    /// The keys, smallest first.
+    pub fn iter(&self) -> impl Iterator<Item = &NodeKey> {
+        (&self.0).into_iter().rev().map(|(d, _)| &d.0)
+    }
+}
 
 /// A leaf's queue.
 #[derive(Clone, Debug, Default)]

@@ -420,7 +420,7 @@ impl Engine {
                 // Re-keyed (a charge, a release): it moves inside the same set, which stays,
                 // and its entry in `keyed` is updated in place.
                 Some(new) => {
-                    let moved = set.replace_key(&old, new);
+                    let moved = set.replace(&old, new);
                     assert!(
                         moved,
                         "node {n:?} was not under its key in its parent's index"
@@ -431,7 +431,7 @@ impl Engine {
                         .expect("keyed above") = new;
                 }
                 None => {
-                    let removed = set.remove(&old).is_some();
+                    let removed = set.remove(&old);
                     assert!(
                         removed,
                         "node {n:?} was not under its key in its parent's index"
@@ -446,7 +446,7 @@ impl Engine {
             self.nodes[parent.ix()]
                 .index
                 .get_or_insert_with((g, s), Default::default)
-                .insert(new, ());
+                .insert(new);
             self.nodes[n.ix()].keyed.insert((g, s), new);
         }
     }
@@ -638,9 +638,9 @@ impl Engine {
                     continue;
                 }
                 let first = if lazy_limits {
-                    set.keys().find(|k| self.eligible(k.node(), s)).copied()
+                    set.iter().find(|k| self.eligible(k.node(), s)).copied()
                 } else {
-                    set.first_key().copied()
+                    set.first().copied()
                 };
                 if let Some(k) = first
                     && best.is_none_or(|b| k < b)
@@ -660,7 +660,7 @@ impl Engine {
     /// tenant is usually one not visited for a while. A hint only: no state, no result changes.
     pub(crate) fn prefetch_next_node(&self) {
         if let Some((_, set)) = (&self.nodes[0].index).into_iter().next()
-            && let Some(key) = set.first_key()
+            && let Some(key) = set.first()
             && let Some(node) = self.nodes.get(key.node().ix())
         {
             let base = (node as *const super::state::Node).cast::<u8>();
