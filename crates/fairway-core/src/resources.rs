@@ -383,6 +383,27 @@ impl ResVec {
             .all(|(i, a)| *a <= o.get(i).copied().unwrap_or(0))
     }
 
+    /// Whether `self` fits in what `used` leaves of `capacity`: `self <= capacity - used`,
+    /// each amount, without building the difference (a scheduling pass asks it of every
+    /// waiting worker).
+    #[inline]
+    pub fn fits_beside(&self, used: &ResVec, capacity: &ResVec) -> bool {
+        if let (Amounts::Inline(_, d), Amounts::Inline(_, u), Amounts::Inline(_, c)) =
+            (&self.0, &used.0, &capacity.0)
+        {
+            let mut fits = true;
+            for i in 0..INLINE {
+                fits &= d[i] <= c[i].saturating_sub(u[i]);
+            }
+            return fits;
+        }
+        let (u, c) = (used.slice(), capacity.slice());
+        self.slice().iter().enumerate().all(|(i, d)| {
+            let free = c.get(i).copied().unwrap_or(0);
+            *d <= free.saturating_sub(u.get(i).copied().unwrap_or(0))
+        })
+    }
+
     /// Adds `other`, saturating.
     pub fn add(&mut self, other: &ResVec) {
         self.add_times(other, 1);
@@ -553,6 +574,27 @@ mod tests {
             out.set(ResourceId(*i), *a);
         }
         out
+    }
+
+    #[test]
+    fn fits_beside_is_fits_in_the_free_capacity() {
+        let cases = [
+            (v(&[(0, 2)]), v(&[(0, 3)]), v(&[(0, 5)])),
+            (v(&[(0, 3)]), v(&[(0, 3)]), v(&[(0, 5)])),
+            (v(&[(0, 1), (1, 1)]), v(&[(0, 1)]), v(&[(0, 5)])),
+            (v(&[]), v(&[(0, 9)]), v(&[(0, 5)])),
+            (v(&[(0, 1)]), v(&[(1, 9)]), v(&[(0, 1), (1, 1)])),
+            (v(&[(6, 1)]), v(&[(6, 1)]), v(&[(6, 2)])),
+            (v(&[(6, 2)]), v(&[(6, 1)]), v(&[(6, 2)])),
+        ];
+        for (demand, used, capacity) in cases {
+            let free = capacity.saturating_minus(&used);
+            assert_eq!(
+                demand.fits_beside(&used, &capacity),
+                demand.fits_in(&free),
+                "{demand:?} beside {used:?} in {capacity:?}"
+            );
+        }
     }
 
     #[test]

@@ -446,12 +446,12 @@ impl Engine {
             if worker.max_jobs_left == 0 {
                 continue;
             }
-            let copies = worker.free().copies_of(&shape.demand);
             if shape.gang <= 1 {
-                if copies >= 1 {
+                if shape.demand.fits_beside(&worker.used, &worker.capacity) {
                     return true;
                 }
             } else {
+                let copies = worker.free().copies_of(&shape.demand);
                 members += copies.min(shape.gang as u64);
                 if members >= shape.gang_min as u64 {
                     return true;
@@ -539,10 +539,14 @@ impl Engine {
             if worker.max_jobs_left == 0 {
                 return 0;
             }
-            let mut copies = worker
-                .free()
-                .copies_of(&shape.demand)
-                .min(shape.gang as u64);
+            let mut copies = if shape.gang <= 1 {
+                shape.demand.fits_beside(&worker.used, &worker.capacity) as u64
+            } else {
+                worker
+                    .free()
+                    .copies_of(&shape.demand)
+                    .min(shape.gang as u64)
+            };
             for r in reservations.iter() {
                 if end <= r.start {
                     continue;
@@ -561,6 +565,11 @@ impl Engine {
             for &w in polling {
                 if room(w) == 0 {
                     continue;
+                }
+                if polling.len() == 1 {
+                    // The only worker waiting: nothing to compare its fit with.
+                    best = Some((0, w));
+                    break;
                 }
                 let worker = &self.workers[w.ix()];
                 let left = worker.free().saturating_minus(&shape.demand);
