@@ -70,7 +70,23 @@ impl RateMeter {
     }
 
     /// A job costing `cost` left the queue for a worker.
+    ///
+    /// Service has resumed, so a last window in which nothing was served (no worker for the
+    /// queue yet, say) no longer describes the queue: it is forgotten, the smoothed rate
+    /// standing in for it, or, when every window so far was unserved, no sample at all
+    /// (predictions then fall back as for a queue never measured) until the next window
+    /// measures the queue again. Kept, it read as a queue nobody serves (the longest wait,
+    /// an hour's retry hint) for as long as the queue's backlog kept draining within a
+    /// window, since only a window backlogged throughout is a sample: a queue whose workers
+    /// came a second late refused nearly every job after they came.
     pub fn dispatched(&mut self, cost: u128) {
+        if self.samples > 0 && self.last == 0 {
+            if self.smoothed > 0 {
+                self.last = self.smoothed;
+            } else {
+                self.samples = 0;
+            }
+        }
         self.window_cost = self.window_cost.saturating_add(cost);
     }
 
@@ -175,6 +191,39 @@ mod tests {
         m.dispatched(100);
         m.touch(at(550), true);
         assert_eq!(m.rate(at(550)), Some(2_000));
+    }
+
+    #[test]
+    fn an_unserved_window_is_forgotten_once_service_resumes() {
+        // Backlogged from 0 with no worker: the dispatch at 1 s closes a window of nothing.
+        let mut m = RateMeter::default();
+        m.touch(at(0), false);
+        m.touch(at(1_000), true);
+        assert_eq!(m.rate(at(1_000)), Some(0), "unserved until the dispatch");
+        m.dispatched(100);
+        assert_eq!(m.rate(at(1_000)), None, "never served before: no sample");
+        // A queue measured before its stall falls back to its smoothed rate.
+        let mut m = RateMeter::default();
+        m.touch(at(0), false);
+        m.dispatched(1_000);
+        m.touch(at(500), true);
+        assert_eq!(m.rate(at(500)), Some(2_000));
+        m.touch(at(1_000), true);
+        assert_eq!(
+            m.rate(at(1_000)),
+            Some(0),
+            "a window of nothing counts at once"
+        );
+        m.dispatched(100);
+        assert_eq!(
+            m.rate(at(1_000)),
+            Some(1_500),
+            "the smoothed rate stands in"
+        );
+        // The next backlogged window is a sample again.
+        m.dispatched(400);
+        m.touch(at(1_500), true);
+        assert_eq!(m.rate(at(1_500)), Some(1_000));
     }
 
     #[test]
