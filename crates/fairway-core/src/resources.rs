@@ -404,6 +404,24 @@ impl ResVec {
         })
     }
 
+    /// Whether `self`, used of `capacity`, leaves nothing free: no amount of any resource.
+    #[inline]
+    pub fn exhausts(&self, capacity: &ResVec) -> bool {
+        if let (Amounts::Inline(_, u), Amounts::Inline(_, c)) = (&self.0, &capacity.0) {
+            let mut full = true;
+            for i in 0..INLINE {
+                full &= u[i] >= c[i];
+            }
+            return full;
+        }
+        let u = self.slice();
+        capacity
+            .slice()
+            .iter()
+            .enumerate()
+            .all(|(i, c)| u.get(i).copied().unwrap_or(0) >= *c)
+    }
+
     /// Adds `other`, saturating.
     pub fn add(&mut self, other: &ResVec) {
         self.add_times(other, 1);
@@ -589,6 +607,11 @@ mod tests {
         ];
         for (demand, used, capacity) in cases {
             let free = capacity.saturating_minus(&used);
+            assert_eq!(
+                used.exhausts(&capacity),
+                free.is_zero(),
+                "{used:?} of {capacity:?}"
+            );
             assert_eq!(
                 demand.fits_beside(&used, &capacity),
                 demand.fits_in(&free),

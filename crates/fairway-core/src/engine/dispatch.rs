@@ -356,6 +356,11 @@ impl Engine {
             // While reservations may still be made, the policy's next choice is taken whatever
             // its shape; after that, only shapes that fit now can start.
             let only_fitting = reservations.len() >= depth && !one_queue;
+            if only_fitting && !self.waiting_worker_has_room(g) {
+                // Every job demands some resource: none fits where nothing is free (the pass
+                // that just filled its last worker stops here, without a selection).
+                break;
+            }
             let pick = if only_fitting {
                 let mut cache = FitCache::default();
                 self.select(g, &mut |s| cache.get_or(s, || self.fits_now(g, s)))
@@ -431,6 +436,16 @@ impl Engine {
         // The workers' free capacity first: after a pass has filled its workers this is the
         // answer, and it is cheaper than the reserves' arithmetic of `hold_status`.
         self.fits_waiting_workers(g, s) && self.hold_status(g, s).is_some()
+    }
+
+    /// Whether some waiting worker of `g` takes another lease and has any capacity free.
+    fn waiting_worker_has_room(&self, g: GroupId) -> bool {
+        self.polling.get(&g).is_some_and(|polling| {
+            polling.iter().any(|&w| {
+                let worker = &self.workers[w.ix()];
+                worker.max_jobs_left > 0 && !worker.used.exhausts(&worker.capacity)
+            })
+        })
     }
 
     /// Whether `g`'s waiting workers have the free capacity for a job of shape `s` (for a

@@ -787,6 +787,19 @@ impl Engine {
             gang: j.shape.gang,
             gang_min: j.shape.gang_min,
         };
+        // What admission would refuse (`shape_key`, `validate`): scheduling counts on every
+        // shape demanding some resource, in a gang of 1 to MAX_GANG members.
+        if key.demand.is_zero()
+            || key.gang == 0
+            || key.gang > crate::job::MAX_GANG
+            || key.gang_min == 0
+            || key.gang_min > key.gang
+        {
+            return Err(format!(
+                "snapshot job {} has a shape no submission can have (it demands no resource, or its gang is out of range)",
+                j.id
+            ));
+        }
         if key.gang_min > 1 {
             self.gang_shapes += 1;
         }
@@ -1168,6 +1181,31 @@ mod tests {
             .expect("refused");
         assert!(
             err.contains("finished job") && err.contains("tenant 99"),
+            "{err}"
+        );
+    }
+
+    /// A snapshot whose live job demands no resource (which no submission can) is refused
+    /// with the job named: scheduling stops a pass once no waiting worker has anything free.
+    #[test]
+    fn a_job_demanding_nothing_is_refused() {
+        let (e, _) = engine_with_many_finished(50, 60);
+        let mut e = e;
+        e.submit(Time(1_000_000), JobSpec::new("queued-0", "acme"));
+        let bytes = e.snapshot();
+        let Ok(SnapshotRecord::V2(mut v1, added)) = postcard::from_bytes::<SnapshotRecord>(&bytes)
+        else {
+            panic!("snapshots are written as V2");
+        };
+        let job = v1.head.jobs.first_mut().expect("a live job");
+        let id = job.id.to_string();
+        job.shape.demand = ResVec::default();
+        let bad = postcard::to_stdvec(&SnapshotRecord::V2(v1, added)).expect("encodes");
+        let err = Engine::restore(&bad, e.config.clone())
+            .err()
+            .expect("refused");
+        assert!(
+            err.contains(&id) && err.contains("demands no resource"),
             "{err}"
         );
     }
