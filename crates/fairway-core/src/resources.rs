@@ -595,7 +595,7 @@ mod tests {
     }
 
     #[test]
-    fn fits_beside_is_fits_in_the_free_capacity() {
+    fn fits_beside_and_exhausts_read_the_free_capacity() {
         let cases = [
             (v(&[(0, 2)]), v(&[(0, 3)]), v(&[(0, 5)])),
             (v(&[(0, 3)]), v(&[(0, 3)]), v(&[(0, 5)])),

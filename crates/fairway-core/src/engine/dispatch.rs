@@ -457,20 +457,9 @@ impl Engine {
         };
         let mut members = 0u64;
         for &w in polling {
-            let worker = &self.workers[w.ix()];
-            if worker.max_jobs_left == 0 {
-                continue;
-            }
-            if shape.gang <= 1 {
-                if shape.demand.fits_beside(&worker.used, &worker.capacity) {
-                    return true;
-                }
-            } else {
-                let copies = worker.free().copies_of(&shape.demand);
-                members += copies.min(shape.gang as u64);
-                if members >= shape.gang_min as u64 {
-                    return true;
-                }
+            members += members_fitting(&self.workers[w.ix()], shape);
+            if members >= shape.gang_min as u64 {
+                return true;
             }
         }
         false
@@ -550,18 +539,10 @@ impl Engine {
         let end = self.now.plus(job.estimate.minus(job.progress));
         // How many members each waiting worker can take without delaying any reservation.
         let room = |w: WorkerIdx| -> u64 {
-            let worker = &self.workers[w.ix()];
-            if worker.max_jobs_left == 0 {
+            let mut copies = members_fitting(&self.workers[w.ix()], shape);
+            if copies == 0 {
                 return 0;
             }
-            let mut copies = if shape.gang <= 1 {
-                shape.demand.fits_beside(&worker.used, &worker.capacity) as u64
-            } else {
-                worker
-                    .free()
-                    .copies_of(&shape.demand)
-                    .min(shape.gang as u64)
-            };
             for r in reservations.iter() {
                 if end <= r.start {
                     continue;
@@ -1175,6 +1156,22 @@ impl Engine {
 
 /// After reservation `new` is made, the capacity to spare at an earlier reservation's start
 /// shrinks where they overlap.
+/// How many members of a job of `shape` `worker` can take now: none if it takes no more
+/// leases; for a single job whether it fits (checked beside its used capacity, without a
+/// division); for a gang its free capacity's copies of the demand, at most the gang.
+fn members_fitting(worker: &Worker, shape: &crate::shape::ShapeKey) -> u64 {
+    if worker.max_jobs_left == 0 {
+        0
+    } else if shape.gang <= 1 {
+        shape.demand.fits_beside(&worker.used, &worker.capacity) as u64
+    } else {
+        worker
+            .free()
+            .copies_of(&shape.demand)
+            .min(shape.gang as u64)
+    }
+}
+
 fn shrink_spare(existing: &mut Reservation, new: &Reservation) {
     if new.start >= existing.end || new.end <= existing.start {
         return;
