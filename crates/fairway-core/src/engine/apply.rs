@@ -636,8 +636,16 @@ impl Engine {
             // Work not checkpointed is lost: the next attempt starts over.
             self.job_mut(j).progress = Dur::ZERO;
         }
+        // Under `fair` a key is a tier and a balance: with the estimate right the balances
+        // stand, and a node whose tier and indexing do not read its allocation keeps its keys
+        // (a band's always do): no re-key, which would find each one unchanged.
+        let balances_stand = self.policy.name == PolicyName::Fair && delta == 0;
         for n in self.ancestors(leaf) {
-            self.rekey_node(n);
+            if balances_stand && !self.fair_keys_read_allocation(n) {
+                debug_assert!(self.keys_current(n), "node {n:?} kept a stale key");
+            } else {
+                self.rekey_node(n);
+            }
         }
         match after {
             AfterAttempt::Done(state) => {

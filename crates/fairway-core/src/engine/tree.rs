@@ -400,13 +400,7 @@ impl Engine {
         let Some(parent) = self.nodes[n.ix()].parent else {
             return;
         };
-        let want =
-            self.nodes[n.ix()].counts.get(&(g, s)).copied().unwrap_or(0) > 0 && self.eligible(n, s);
-        let new_key = if want {
-            Some(self.node_key(n, g, s))
-        } else {
-            None
-        };
+        let new_key = self.wanted_key(n, g, s);
         let old_key = self.nodes[n.ix()].keyed.get(&(g, s)).copied();
         if old_key == new_key {
             return;
@@ -449,6 +443,24 @@ impl Engine {
                 .insert(new);
             self.nodes[n.ix()].keyed.insert((g, s), new);
         }
+    }
+
+    /// The key node `n` should be under in its parent's index for `(g, s)`: none when it holds
+    /// no job of that kind or its tenant's limits refuse the shape.
+    fn wanted_key(&self, n: NodeIdx, g: GroupId, s: ShapeId) -> Option<NodeKey> {
+        let holds = self.nodes[n.ix()].counts.get(&(g, s)).copied().unwrap_or(0) > 0;
+        (holds && self.eligible(n, s)).then(|| self.node_key(n, g, s))
+    }
+
+    /// Whether node `n` is under the key it should be for everything it holds: what a re-key
+    /// that was skipped as a no-op is checked against in debug builds.
+    pub(crate) fn keys_current(&self, n: NodeIdx) -> bool {
+        let node = &self.nodes[n.ix()];
+        node.parent.is_none()
+            || node
+                .counts
+                .keys()
+                .all(|&(g, s)| self.wanted_key(n, g, s) == node.keyed.get(&(g, s)).copied())
     }
 
     /// Re-keys node `n` everywhere it is indexed (after its balance or allocation changed).
@@ -523,6 +535,24 @@ impl Engine {
         } else {
             room(tenant)
         }
+    }
+
+    /// Whether node `n`'s keys under `fair` read its tenant's allocation: its tier (a
+    /// guarantee) or whether it is indexed at all (a limit, its own or, in a flat tree, an
+    /// ancestor's). A node that reads neither keeps its keys when an allocation is released and
+    /// its balance stands.
+    pub(crate) fn fair_keys_read_allocation(&self, n: NodeIdx) -> bool {
+        let tenant = match self.nodes[n.ix()].kind {
+            NodeKind::Tenant(t) | NodeKind::Flat(t) => t,
+            NodeKind::Root | NodeKind::Band(..) => return false,
+        };
+        let limited = |t: crate::ids::TenantIdx| self.tenants[t.ix()].limit.is_some();
+        !self.tenants[tenant.ix()].guarantee.is_zero()
+            || if self.shape_kind == TreeShape::Flat {
+                self.tenant_chain(tenant).into_iter().any(limited)
+            } else {
+                limited(tenant)
+            }
     }
 
     /// Whether a tenant's guarantee still covers a job of shape `s` (tier 0 under `fair`): the
