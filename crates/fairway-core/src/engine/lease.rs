@@ -124,7 +124,9 @@ impl Engine {
             (_, Some((StopReason::Cancel, _))) => AttemptEnd::Canceled,
         };
         self.touch_workers(j, now);
-        Ok(match self.end_attempt(j, now, end, usage, progress) {
+        let after = self.end_attempt(j, now, end, usage, progress);
+        self.prefetch_next_leaf();
+        Ok(match after {
             AfterAttempt::Requeue { .. } => self.job(j).state,
             // What `status` reports: the remembered state, or `Succeeded` for a job that is
             // not remembered (`finished_retention = 0`).
