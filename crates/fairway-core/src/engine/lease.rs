@@ -124,9 +124,7 @@ impl Engine {
             (_, Some((StopReason::Cancel, _))) => AttemptEnd::Canceled,
         };
         self.touch_workers(j, now);
-        let after = self.end_attempt(j, now, end, usage, progress);
-        self.prefetch_next_leaf();
-        Ok(match after {
+        Ok(match self.end_attempt(j, now, end, usage, progress) {
             AfterAttempt::Requeue { .. } => self.job(j).state,
             // What `status` reports: the remembered state, or `Succeeded` for a job that is
             // not remembered (`finished_retention = 0`).

@@ -689,31 +689,15 @@ impl Engine {
     /// instead of the next decision waiting for it: with 10^4 tenants under `fair` the next
     /// tenant is usually one not visited for a while. A hint only: no state, no result changes.
     pub(crate) fn prefetch_next_node(&self) {
-        if let Some(node) = self.likely_child(&self.nodes[0]) {
-            prefetch_lines(node, 0..4);
+        if let Some((_, set)) = (&self.nodes[0].index).into_iter().next()
+            && let Some(key) = set.first()
+            && let Some(node) = self.nodes.get(key.node().ix())
+        {
+            let base = (node as *const super::state::Node).cast::<u8>();
+            for line in 0..4 {
+                crate::hint::prefetch(base.wrapping_add(64 * line));
+            }
         }
-    }
-
-    /// The second step of [`Engine::prefetch_next_node`], taken after an attempt's end, by
-    /// which time that node has arrived: the CPU starts loading the leaf the next decision
-    /// will likely reach under it, its queue's lines included (or, where that node is itself
-    /// a leaf, its queue's lines). A hint only.
-    pub(crate) fn prefetch_next_leaf(&self) {
-        let Some(node) = self.likely_child(&self.nodes[0]) else {
-            return;
-        };
-        if node.is_leaf() {
-            prefetch_lines(node, 4..LEAF_LINES);
-        } else if let Some(leaf) = self.likely_child(node) {
-            prefetch_lines(leaf, 0..LEAF_LINES);
-        }
-    }
-
-    /// The child of `node` a selection would likely descend to: the smallest key of its first
-    /// index set.
-    fn likely_child(&self, node: &super::state::Node) -> Option<&super::state::Node> {
-        let (_, set) = (&node.index).into_iter().next()?;
-        self.nodes.get(set.first()?.node().ix())
     }
 
     /// Whether every node of `path` may take a job of shape `s` for group `g`: indexed under
@@ -727,16 +711,5 @@ impl Engine {
                 self.nodes[n.ix()].keyed.contains_key(&(g, s))
             }
         })
-    }
-}
-
-/// The cache lines of a leaf a decision reads: its books and keys, then its queue and meters.
-const LEAF_LINES: usize = 8;
-
-/// Hints the CPU to load lines `lines` of `node`.
-fn prefetch_lines(node: &super::state::Node, lines: std::ops::Range<usize>) {
-    let base = (node as *const super::state::Node).cast::<u8>();
-    for line in lines {
-        crate::hint::prefetch(base.wrapping_add(64 * line));
     }
 }
