@@ -1154,8 +1154,6 @@ impl Engine {
     }
 }
 
-/// After reservation `new` is made, the capacity to spare at an earlier reservation's start
-/// shrinks where they overlap.
 /// How many members of a job of `shape` `worker` can take now: none if it takes no more
 /// leases; for a single job whether it fits (checked beside its used capacity, without a
 /// division); for a gang its free capacity's copies of the demand, at most the gang.
@@ -1172,6 +1170,8 @@ fn members_fitting(worker: &Worker, shape: &crate::shape::ShapeKey) -> u64 {
     }
 }
 
+/// After reservation `new` is made, the capacity to spare at an earlier reservation's start
+/// shrinks where they overlap.
 fn shrink_spare(existing: &mut Reservation, new: &Reservation) {
     if new.start >= existing.end || new.end <= existing.start {
         return;

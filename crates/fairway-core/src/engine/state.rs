@@ -407,6 +407,17 @@ pub(crate) enum NodeKind {
     Flat(TenantIdx),
 }
 
+impl NodeKind {
+    /// The tenant whose limits decide whether a node of this kind is indexed: a tenant's own
+    /// node or a flat tree's leaf (bands and the root have none).
+    pub fn limited_tenant(self) -> Option<TenantIdx> {
+        match self {
+            NodeKind::Tenant(t) | NodeKind::Flat(t) => Some(t),
+            NodeKind::Root | NodeKind::Band(..) => None,
+        }
+    }
+}
+
 /// The key under which a child sits in its parent's index: smaller is served first. It orders
 /// by (tier, primary, secondary, node), packed into two words so that the index's searches,
 /// a dozen comparisons each at 10^4 tenants, compare two integers instead of four fields.

@@ -10,7 +10,7 @@
 use super::Engine;
 use super::state::{Drr, NodeKey, NodeKind, OrderParams, TreeShape};
 use crate::config::{Backfill, PolicyName};
-use crate::ids::{CHAIN_MAX, Chain, GroupId, JobIdx, NodeIdx, ShapeId};
+use crate::ids::{CHAIN_MAX, Chain, GroupId, JobIdx, NodeIdx, ShapeId, TenantIdx};
 use crate::job::JobState;
 use crate::queue::{HeadKey, OrderKey};
 use crate::resources::SHARE_SCALE;
@@ -521,38 +521,40 @@ impl Engine {
 
     /// Whether node `n` may take a job of shape `s` now (its tenant's limits).
     pub(crate) fn eligible(&self, n: NodeIdx, s: ShapeId) -> bool {
-        let tenant = match self.nodes[n.ix()].kind {
-            NodeKind::Tenant(t) => t,
-            NodeKind::Flat(t) => t,
-            _ => return true,
+        let Some(tenant) = self.nodes[n.ix()].kind.limited_tenant() else {
+            return true;
         };
         let shape = self.shapes.get(s);
-        let room = |t: crate::ids::TenantIdx| {
-            self.tenants[t.ix()].has_room(&shape.demand, shape.gang_min as u64)
-        };
+        self.binding_limits(tenant)
+            .into_iter()
+            .all(|t| self.tenants[t.ix()].has_room(&shape.demand, shape.gang_min as u64))
+    }
+
+    /// The tenants whose limits decide whether `tenant`'s node is indexed: its own, and in a
+    /// flat tree (no node for its ancestors) its ancestors' too.
+    fn binding_limits(&self, tenant: TenantIdx) -> Chain<TenantIdx, CHAIN_MAX> {
         if self.shape_kind == TreeShape::Flat {
-            self.tenant_chain(tenant).into_iter().all(room)
+            self.tenant_chain(tenant)
         } else {
-            room(tenant)
+            let mut own = Chain::default();
+            own.push(tenant);
+            own
         }
     }
 
     /// Whether node `n`'s keys under `fair` read its tenant's allocation: its tier (a
-    /// guarantee) or whether it is indexed at all (a limit, its own or, in a flat tree, an
-    /// ancestor's). A node that reads neither keeps its keys when an allocation is released and
-    /// its balance stands.
+    /// guarantee) or whether it is indexed at all (a limit among [`Engine::binding_limits`]).
+    /// A node that reads neither keeps its keys when an allocation is released and its
+    /// balance stands.
     pub(crate) fn fair_keys_read_allocation(&self, n: NodeIdx) -> bool {
-        let tenant = match self.nodes[n.ix()].kind {
-            NodeKind::Tenant(t) | NodeKind::Flat(t) => t,
-            NodeKind::Root | NodeKind::Band(..) => return false,
+        let Some(tenant) = self.nodes[n.ix()].kind.limited_tenant() else {
+            return false;
         };
-        let limited = |t: crate::ids::TenantIdx| self.tenants[t.ix()].limit.is_some();
         !self.tenants[tenant.ix()].guarantee.is_zero()
-            || if self.shape_kind == TreeShape::Flat {
-                self.tenant_chain(tenant).into_iter().any(limited)
-            } else {
-                limited(tenant)
-            }
+            || self
+                .binding_limits(tenant)
+                .into_iter()
+                .any(|t| self.tenants[t.ix()].limit.is_some())
     }
 
     /// Whether a tenant's guarantee still covers a job of shape `s` (tier 0 under `fair`): the
