@@ -18,11 +18,17 @@ pub const SHARE_SCALE: u64 = 1_000_000_000;
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
 pub struct ResourceId(pub u16);
 
+/// The demand of a job that declares none.
+pub const DEFAULT_DEMAND: [(&str, f64); 1] = [("cpu", 1.0)];
+
 /// The names of all resources seen so far, in order of first appearance.
 #[derive(Clone, Debug, Default)]
 pub struct ResourceTable {
     names: Vec<String>,
     ids: BTreeMap<String, ResourceId>,
+    /// [`DEFAULT_DEMAND`] as a vector, once built: most jobs declare no demand, and an
+    /// interned id never changes.
+    default_demand: Option<ResVec>,
 }
 
 /// The most resource names one engine accepts.
@@ -41,6 +47,16 @@ impl ResourceTable {
         self.names.push(name.to_string());
         self.ids.insert(name.to_string(), id);
         Some(id)
+    }
+
+    /// [`DEFAULT_DEMAND`] as a vector (registering its names the first time).
+    pub fn default_demand(&mut self) -> Result<ResVec, String> {
+        if let Some(v) = &self.default_demand {
+            return Ok(v.clone());
+        }
+        let v = self.vector_of(DEFAULT_DEMAND)?;
+        self.default_demand = Some(v.clone());
+        Ok(v)
     }
 
     /// The id of `name`, if it was registered.

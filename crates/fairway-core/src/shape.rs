@@ -13,6 +13,7 @@ use crate::hash::FxHashMap;
 use crate::ids::{GroupId, JobIdx, PoolIdx, ShapeId, WorkerIdx};
 use crate::resources::ResVec;
 use crate::time::Time;
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The most shapes alive at once; beyond it, admission refuses new shapes (retryable).
@@ -56,28 +57,34 @@ pub struct ShapeTable {
 }
 
 impl ShapeTable {
-    /// The shape for `key`, taking a reference; `None` when the table is full.
-    pub fn acquire(&mut self, key: ShapeKey) -> Option<ShapeId> {
-        if let Some(id) = self.by_key.get(&key) {
-            self.shapes[id.ix()]
-                .as_mut()
-                .expect("interned shape exists")
-                .refs += 1;
-            return Some(*id);
-        }
-        if self.by_key.len() >= MAX_SHAPES {
-            return None;
-        }
-        let id = match self.free.pop() {
-            Some(i) => ShapeId(i),
-            None => {
-                self.shapes.push(None);
-                ShapeId(self.shapes.len() as u32 - 1)
+    /// The shape for `key`, taking a reference, and whether it was interned by this call;
+    /// `None` when the table is full. The key is hashed once.
+    pub fn acquire(&mut self, key: ShapeKey) -> Option<(ShapeId, bool)> {
+        let full = self.by_key.len() >= MAX_SHAPES;
+        match self.by_key.entry(key) {
+            Entry::Occupied(e) => {
+                let id = *e.get();
+                self.shapes[id.ix()]
+                    .as_mut()
+                    .expect("interned shape exists")
+                    .refs += 1;
+                Some((id, false))
             }
-        };
-        self.by_key.insert(key.clone(), id);
-        self.shapes[id.ix()] = Some(Shape { key, refs: 1 });
-        Some(id)
+            Entry::Vacant(_) if full => None,
+            Entry::Vacant(e) => {
+                let id = match self.free.pop() {
+                    Some(i) => ShapeId(i),
+                    None => {
+                        self.shapes.push(None);
+                        ShapeId(self.shapes.len() as u32 - 1)
+                    }
+                };
+                let key = e.key().clone();
+                e.insert(id);
+                self.shapes[id.ix()] = Some(Shape { key, refs: 1 });
+                Some((id, true))
+            }
+        }
     }
 
     /// Drops a reference; returns the shape's description when this freed it.
@@ -106,7 +113,7 @@ impl ShapeTable {
 
     /// Whether a new shape can be interned (or `key` already is).
     pub fn has_room_for(&self, key: &ShapeKey) -> bool {
-        self.by_key.contains_key(key) || self.by_key.len() < MAX_SHAPES
+        self.by_key.len() < MAX_SHAPES || self.by_key.contains_key(key)
     }
 
     /// The shape `id`.

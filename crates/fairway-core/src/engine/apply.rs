@@ -18,9 +18,6 @@ use crate::shape::ShapeKey;
 use crate::time::{Dur, Time};
 use std::borrow::Cow;
 
-/// The demand of a job that declares none.
-pub(crate) const DEFAULT_DEMAND: [(&str, f64); 1] = [("cpu", 1.0)];
-
 /// A digest of a job spec, to tell an idempotent resubmission from a reused id.
 pub(crate) fn spec_digest(spec: &JobSpec) -> u64 {
     use std::hash::{Hash, Hasher};
@@ -262,16 +259,11 @@ impl Engine {
             .shape_key(spec, class)
             .expect("accepted job's shape is valid");
         let is_gang = key.gang_min > 1;
-        let archived = if self.shapes.lookup(&key).is_none() {
-            self.meter_archive.remove(&key)
-        } else {
-            None
-        };
-        let shape = self
+        let (shape, new) = self
             .shapes
             .acquire(key)
             .expect("accepted job's shape was admitted");
-        if let Some(m) = archived {
+        if new && let Some(m) = self.meter_archive.remove(self.shapes.get(shape)) {
             self.meters.insert(shape, m);
         }
         if is_gang {
@@ -343,7 +335,7 @@ impl Engine {
     /// The shape of a job spec, or why it has none.
     pub(crate) fn shape_key(&mut self, spec: &JobSpec, class: u16) -> Result<ShapeKey, String> {
         let demand = if spec.demand.is_empty() {
-            self.resources.vector_of(DEFAULT_DEMAND)?
+            self.resources.default_demand()?
         } else {
             self.resources.vector(&spec.demand)?
         };

@@ -449,7 +449,9 @@ impl Engine {
 
     /// Names of all tenants, sorted.
     pub fn tenant_names(&self) -> Vec<String> {
-        self.tenant_by_name.keys().cloned().collect()
+        let mut names: Vec<String> = self.tenants.iter().map(|t| t.name.clone()).collect();
+        names.sort_unstable();
+        names
     }
 
     /// The most recent decision records (oldest first), at most `limit`.

@@ -803,7 +803,7 @@ impl Engine {
         if key.gang_min > 1 {
             self.gang_shapes += 1;
         }
-        let shape = self
+        let (shape, _) = self
             .shapes
             .acquire(key)
             .ok_or("snapshot has too many shapes")?;

@@ -481,7 +481,12 @@ pub(crate) fn validate(spec: &JobSpec) -> Result<(), String> {
     if spec.id.is_empty() || spec.id.len() > MAX_JOB_ID_LEN {
         return Err(format!("job id must be 1 to {MAX_JOB_ID_LEN} bytes"));
     }
-    if spec.id.chars().any(|c| c.is_control()) {
+    let control = if spec.id.is_ascii() {
+        spec.id.bytes().any(|b| b < b' ' || b == 0x7f)
+    } else {
+        spec.id.chars().any(char::is_control)
+    };
+    if control {
         return Err("job id contains control characters".to_string());
     }
     check_tenant_name(&spec.tenant)?;
@@ -518,4 +523,25 @@ pub(crate) fn validate(spec: &JobSpec) -> Result<(), String> {
         return Err("max_attempts must be at least 1".to_string());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Proves: a job id is refused for a control character, ASCII or not, checked byte-wise on
+    // ASCII ids and character-wise on others, and for nothing else (spaces are allowed).
+    proptest::proptest! {
+        #[test]
+        fn job_ids_are_refused_for_control_characters_only(
+            id in proptest::collection::vec(
+                proptest::sample::select(vec!['a', ' ', '\t', '\0', '\u{1f}', '\u{7f}', 'é', '\u{85}', '\u{9f}', '\u{3000}']),
+                1..12,
+            ),
+        ) {
+            let id: String = id.into_iter().collect();
+            let refused = validate(&JobSpec::new(id.as_str(), "t")).is_err();
+            proptest::prop_assert_eq!(refused, id.chars().any(char::is_control), "{:?}", id);
+        }
+    }
 }
