@@ -170,12 +170,12 @@ impl Engine {
         }
     }
 
-    /// The first answer to a job id submitted before, if any.
+    /// The first answer to a job id submitted before, if any. The spec's digest is computed
+    /// only for an id seen before: a new id's is computed once, where its job is created.
     fn previous_answer(&self, spec: &JobSpec) -> Option<Admission> {
-        let digest = spec_digest(spec);
         if let Some(j) = self.job_idx(spec.id.as_str()) {
             let job = self.job(j);
-            if job.digest != digest {
+            if job.digest != spec_digest(spec) {
                 return Some(final_(RejectReason::IdReused));
             }
             return Some(if job.state == JobState::Deferred && job.attempts == 0 {
@@ -192,7 +192,7 @@ impl Engine {
             });
         }
         let f = self.finished.get(spec.id.as_str())?;
-        if f.digest != digest {
+        if f.digest != spec_digest(spec) {
             return Some(final_(RejectReason::IdReused));
         }
         Some(Admission::Accepted {
@@ -528,6 +528,59 @@ pub(crate) fn validate(spec: &JobSpec) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{EngineConfig, Outcome, Policy, WorkerOffer};
+
+    // Proves: an id submitted again gets its first answer when the spec is the same, and is
+    // refused as reused when it differs, while its job is live and once it has finished.
+    #[test]
+    fn an_id_again_is_the_same_job_or_refused_as_reused() {
+        let policy = Policy::from_text(crate::policy::BUILT_IN_POLICY).unwrap();
+        let mut engine = Engine::new(Time::ZERO, policy, EngineConfig::default());
+        let now = Time::from_millis(1_000);
+        let spec = JobSpec::new("a", "acme");
+        let other = JobSpec {
+            priority: 5,
+            ..JobSpec::new("a", "acme")
+        };
+        let first = engine.submit(now, spec.clone());
+        assert_eq!(
+            first,
+            Admission::Accepted {
+                job: "a".into(),
+                duplicate: false
+            }
+        );
+        let check = |engine: &mut Engine| {
+            assert_eq!(
+                engine.submit(now, spec.clone()),
+                Admission::Accepted {
+                    job: "a".into(),
+                    duplicate: true
+                }
+            );
+            assert_eq!(
+                engine.submit(now, other.clone()),
+                Admission::RejectedFinal {
+                    reason: RejectReason::IdReused
+                }
+            );
+        };
+        check(&mut engine);
+        let offer = WorkerOffer {
+            worker: "w".into(),
+            pool: "default".into(),
+            capacity: [("cpu".to_string(), 1.0)].into(),
+            labels: Default::default(),
+            max_jobs: 1,
+        };
+        engine.worker_ready(now, &offer).unwrap();
+        let lease = engine.schedule(now).pop().expect("a lease");
+        engine
+            .finish(now, &lease.job, lease.epoch, Outcome::Succeeded, None, None)
+            .unwrap();
+        assert!(engine.status("a").unwrap().state.is_terminal());
+        check(&mut engine);
+    }
 
     // Proves: a job id is refused for a control character, ASCII or not, checked byte-wise on
     // ASCII ids and character-wise on others, and for nothing else (spaces are allowed).
