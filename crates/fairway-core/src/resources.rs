@@ -19,7 +19,7 @@ pub const SHARE_SCALE: u64 = 1_000_000_000;
 pub struct ResourceId(pub u16);
 
 /// The demand of a job that declares none.
-pub const DEFAULT_DEMAND: [(&str, f64); 1] = [("cpu", 1.0)];
+pub(crate) const DEFAULT_DEMAND: [(&str, f64); 1] = [("cpu", 1.0)];
 
 /// The names of all resources seen so far, in order of first appearance.
 #[derive(Clone, Debug, Default)]
@@ -49,7 +49,8 @@ impl ResourceTable {
         Some(id)
     }
 
-    /// [`DEFAULT_DEMAND`] as a vector (registering its names the first time).
+    /// The demand of a job that declares none (`cpu = 1`) as a vector, registering its names
+    /// the first time.
     pub fn default_demand(&mut self) -> Result<ResVec, String> {
         if let Some(v) = &self.default_demand {
             return Ok(v.clone());
