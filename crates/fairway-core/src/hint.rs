@@ -2,7 +2,8 @@
 
 /// Asks the processor to bring the cache line holding `at` into its caches, so that a read
 /// soon after finds it there instead of waiting for memory. A hint only: any address is
-/// allowed, and off x86_64 it does nothing. The engine's one `unsafe` block.
+/// allowed, and off x86_64 it does nothing. The engine's one `unsafe` block outside
+/// `engine/job_id.rs`.
 #[inline]
 pub(crate) fn prefetch<T>(at: *const T) {
     #[cfg(target_arch = "x86_64")]

@@ -220,7 +220,7 @@ impl Engine {
                 .jobs
                 .get(j.ix())
                 .and_then(|x| x.as_ref())
-                .is_some_and(|x| &*x.id == id)
+                .is_some_and(|x| x.id.is(id))
         {
             return j;
         }
@@ -284,7 +284,7 @@ impl Engine {
             .clamp(1, class_policy.max_attempts.max(1));
         let not_before = deferred_until.unwrap_or(at);
         self.jobs[j.ix()] = Some(Job {
-            id: spec.id.as_str().into(),
+            id: super::job_id::JobId::new(&spec.id),
             tenant,
             class,
             shape,
@@ -310,7 +310,7 @@ impl Engine {
             digest: spec_digest(spec),
             attempt: None,
         });
-        self.index_job(j);
+        self.index_job(j, &spec.id);
         self.live_jobs += 1;
         let t = &mut self.tenants[tenant.ix()];
         t.live_jobs += 1;
@@ -723,7 +723,8 @@ impl Engine {
     pub(crate) fn finish_job(&mut self, j: JobIdx, state: JobState, reason: Option<String>) {
         let job = self.jobs[j.ix()].take().expect("finished job was live");
         self.free_jobs.push(j.0);
-        self.job_by_id.remove_at(&job.id, j);
+        let id = job.id.as_str();
+        self.job_by_id.remove_at(&id, j);
         self.live_jobs -= 1;
         if self.shapes.get(job.shape).gang_min > 1 {
             self.gang_shapes -= 1;
@@ -746,7 +747,7 @@ impl Engine {
         let digest = job.digest;
         if self.config.finished_retention > 0 {
             let record = FinishedSnap {
-                id: Cow::Borrowed(&job.id),
+                id: Cow::Borrowed(&id),
                 tenant: job.tenant.0,
                 class: job.class,
                 state,

@@ -408,7 +408,7 @@ impl Engine {
                 let mut jobs: Vec<String> = worker
                     .jobs
                     .iter()
-                    .map(|&j| self.job(j).id.to_string())
+                    .map(|&j| self.job(j).id.to_text())
                     .collect();
                 jobs.sort();
                 WorkerView {

@@ -814,7 +814,7 @@ impl Engine {
         let attempt = job.attempts + 1;
         let epoch = job.epoch + 1;
         let expires = now.plus(self.policy.lease);
-        let mut id = String::from(&*job.id);
+        let mut id = job.id.to_text();
         let progress = job.progress;
         if let Some(r) = record.as_mut() {
             overwrite(&mut r.job, &id);
@@ -1111,13 +1111,13 @@ impl Engine {
         }
         let event = Event::StopRequested {
             at: self.now,
-            job: job.id.to_string(),
+            job: job.id.to_text(),
             epoch: a.epoch,
             reason,
             deadline: self.now.plus(self.policy.preempt_grace),
         };
         self.stop_notices.push(super::StopNotice {
-            job: job.id.to_string(),
+            job: job.id.to_text(),
             epoch: a.epoch,
             reason,
         });

@@ -251,7 +251,7 @@ impl Engine {
                     .max(1);
                 reasons.push(WaitReason::BehindInQueue {
                     ahead,
-                    head: self.job(hj).id.to_string(),
+                    head: self.job(hj).id.to_text(),
                 });
                 continue;
             }

@@ -41,9 +41,43 @@ impl Entry for crate::ids::JobIdx {}
 #[cfg(test)]
 impl Entry for u32 {}
 
+/// An id as a place holds it: what the index compares, hashes and asks for ahead.
+pub(crate) trait IdAt: Copy {
+    /// Whether this is the id `id`.
+    fn is(self, id: &str) -> bool;
+    /// The id's hash ([`id_hash`]).
+    fn hash(self) -> u64;
+    /// Asks for the memory that `is` and `hash` will read.
+    fn prefetch(self);
+}
+
+impl IdAt for &str {
+    fn is(self, id: &str) -> bool {
+        self == id
+    }
+    fn hash(self) -> u64 {
+        id_hash(self)
+    }
+    fn prefetch(self) {
+        crate::hint::prefetch(self.as_ptr());
+    }
+}
+
+impl IdAt for &super::job_id::JobId {
+    fn is(self, id: &str) -> bool {
+        super::job_id::JobId::is(self, id)
+    }
+    fn hash(self) -> u64 {
+        id_hash(&self.as_str())
+    }
+    fn prefetch(self) {
+        crate::hint::prefetch(self);
+    }
+}
+
 /// The hash of the id of `entry`, read from the entry when it carries it.
-fn hash_of<'a, P: Entry>(entry: P, id_of: &impl Fn(P) -> &'a str) -> u64 {
-    entry.hash().unwrap_or_else(|| id_hash(id_of(entry)))
+fn hash_of<P: Entry, I: IdAt>(entry: P, id_of: &impl Fn(P) -> I) -> u64 {
+    entry.hash().unwrap_or_else(|| id_of(entry).hash())
 }
 
 /// Buckets of the old table emptied per insertion while the index grows. A table of `b`
@@ -55,7 +89,7 @@ fn hash_of<'a, P: Entry>(entry: P, id_of: &impl Fn(P) -> &'a str) -> u64 {
 /// buckets there and held 5 bytes a job more.
 const MOVE_BUCKETS: usize = 16;
 
-/// Job ids to places of type `P`; `id_of` tells the id stored at a place. Every place in the
+/// Job ids to places of type `P`; `id_of` tells the id stored at a place ([`IdAt`]). Every place in the
 /// index must hold its id for as long as it is in the index.
 #[derive(Clone, Debug)]
 pub(crate) struct IdIndex<P> {
@@ -92,24 +126,24 @@ impl<P> IdIndex<P> {
 
 impl<P: Entry> IdIndex<P> {
     /// The place of `id`.
-    pub fn get<'a>(&self, id: &str, id_of: impl Fn(P) -> &'a str) -> Option<P> {
+    pub fn get<I: IdAt>(&self, id: &str, id_of: impl Fn(P) -> I) -> Option<P> {
         let hash = id_hash(id);
-        let found = self.table.find(hash, |&p| id_of(p) == id);
+        let found = self.table.find(hash, |&p| id_of(p).is(id));
         if found.is_none() && !self.old.is_empty() {
-            return self.old.find(hash, |&p| id_of(p) == id).copied();
+            return self.old.find(hash, |&p| id_of(p).is(id)).copied();
         }
         found.copied()
     }
 
     /// Points `id` at `place`, which must already hold it, replacing the place it had.
-    pub fn insert<'a>(&mut self, id: &str, place: P, id_of: impl Fn(P) -> &'a str) {
+    pub fn insert<I: IdAt>(&mut self, id: &str, place: P, id_of: impl Fn(P) -> I) {
         let hash = place.hash().unwrap_or_else(|| id_hash(id));
-        if let Some(p) = self.table.find_mut(hash, |&p| id_of(p) == id) {
+        if let Some(p) = self.table.find_mut(hash, |&p| id_of(p).is(id)) {
             *p = place;
             return;
         }
         if !self.old.is_empty()
-            && let Some(p) = self.old.find_mut(hash, |&p| id_of(p) == id)
+            && let Some(p) = self.old.find_mut(hash, |&p| id_of(p).is(id))
         {
             *p = place;
             return;
@@ -157,7 +191,7 @@ impl<P: Entry> IdIndex<P> {
 
     /// Sets the full table aside and starts a table with room for twice its entries (a move
     /// still under way, which the sizing above rules out, is finished first).
-    fn start_growing<'a>(&mut self, id_of: &impl Fn(P) -> &'a str) {
+    fn start_growing<I: IdAt>(&mut self, id_of: &impl Fn(P) -> I) {
         while !self.old.is_empty() {
             self.move_some(id_of);
         }
@@ -167,7 +201,7 @@ impl<P: Entry> IdIndex<P> {
     }
 
     /// Moves the entries of the next [`MOVE_BUCKETS`] buckets of the old table into the new.
-    fn move_some<'a>(&mut self, id_of: &impl Fn(P) -> &'a str) {
+    fn move_some<I: IdAt>(&mut self, id_of: &impl Fn(P) -> I) {
         if self.old.is_empty() {
             return;
         }
@@ -184,16 +218,16 @@ impl<P: Entry> IdIndex<P> {
                 n += 1;
             }
         }
-        let ids: [&str; MOVE_BUCKETS] = std::array::from_fn(|i| match places[i] {
+        let ids: [Option<I>; MOVE_BUCKETS] = std::array::from_fn(|i| match places[i] {
             Some(p) if p.hash().is_none() => {
                 let id = id_of(p);
-                crate::hint::prefetch(id.as_ptr());
-                id
+                id.prefetch();
+                Some(id)
             }
-            _ => "",
+            _ => None,
         });
         for (p, id) in places.into_iter().flatten().zip(ids) {
-            let hash = p.hash().unwrap_or_else(|| id_hash(id));
+            let hash = p.hash().or(id.map(IdAt::hash)).expect("an id or its hash");
             self.table.insert_unique(hash, p, |&q| hash_of(q, id_of));
         }
         self.cursor = end;
@@ -214,14 +248,14 @@ mod tests {
         let names: Vec<String> = (0..10_000).map(|i| format!("{i}")).collect();
         let mut index = IdIndex::<u32>::default();
         for (i, n) in names.iter().enumerate() {
-            index.insert(n, i as u32, |p| &names[p as usize]);
+            index.insert(n, i as u32, |p| names[p as usize].as_str());
         }
         assert_eq!(index.len(), names.len());
         for (i, n) in names.iter().enumerate() {
-            assert_eq!(index.get(n, |p| &names[p as usize]), Some(i as u32));
+            assert_eq!(index.get(n, |p| names[p as usize].as_str()), Some(i as u32));
         }
-        assert_eq!(index.get("10000", |p| &names[p as usize]), None);
-        assert_eq!(index.get("", |p| &names[p as usize]), None);
+        assert_eq!(index.get("10000", |p| names[p as usize].as_str()), None);
+        assert_eq!(index.get("", |p| names[p as usize].as_str()), None);
     }
 
     // Proves: an index sized for its ids (a restore) indexes them all without ever growing,

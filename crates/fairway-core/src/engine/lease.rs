@@ -151,7 +151,7 @@ impl Engine {
             None
         };
         if self.config.capture_events {
-            let id = String::from(&*job.id);
+            let id = job.id.to_text();
             self.emit_for(
                 j,
                 Event::AttemptEnded {
@@ -263,7 +263,7 @@ impl Engine {
             if at > now {
                 break;
             }
-            let id = self.job(j).id.to_string();
+            let id = self.job(j).id.to_text();
             self.emit_for(j, Event::JobEligible { at: now, job: id });
             report.eligible += 1;
         }
@@ -293,7 +293,7 @@ impl Engine {
                 break;
             }
             let job = self.job(j);
-            let id = job.id.to_string();
+            let id = job.id.to_text();
             match self.classes[job.class as usize].policy.on_deadline {
                 DeadlinePolicy::Drop => self.emit_for(j, Event::JobExpired { at: now, job: id }),
                 DeadlinePolicy::Downgrade => {

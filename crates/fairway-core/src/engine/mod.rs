@@ -20,6 +20,7 @@ mod dispatch;
 mod explain;
 mod finished;
 mod id_index;
+mod job_id;
 mod lease;
 mod lookup;
 mod meter;
@@ -342,11 +343,13 @@ impl Engine {
         self.job_by_id.get(id, |j| &self.job(j).id)
     }
 
-    /// Indexes live job `j` (already in its slot) by its id.
-    pub(crate) fn index_job(&mut self, j: JobIdx) {
+    /// Indexes live job `j` (already in its slot) by its id, `id` (the text its record holds,
+    /// which a UUID's record would otherwise write out again).
+    pub(crate) fn index_job(&mut self, j: JobIdx, id: &str) {
         let jobs = &self.jobs;
-        let id_of = |k: JobIdx| -> &str { &jobs[k.ix()].as_ref().expect("live job").id };
-        self.job_by_id.insert(id_of(j), j, id_of);
+        let id_of = |k: JobIdx| &jobs[k.ix()].as_ref().expect("live job").id;
+        debug_assert!(id_of(j).is(id));
+        self.job_by_id.insert(id, j, id_of);
     }
 
     pub(crate) fn job_mut(&mut self, j: JobIdx) -> &mut Job {

@@ -358,7 +358,7 @@ impl Serialize for LiveJobs<'_> {
         let mut written = 0;
         for (slot, j) in e.jobs.iter().enumerate() {
             if let Some(j) = j {
-                seq.serialize_element(&e.job_snap(slot, j))?;
+                seq.serialize_element(&e.job_snap(slot, j, &j.id.as_str()))?;
                 written += 1;
             }
         }
@@ -380,11 +380,12 @@ impl Engine {
         }
     }
 
-    /// One live job as the snapshot holds it, borrowing from the engine's.
-    fn job_snap<'a>(&'a self, slot: usize, j: &'a Job) -> JobSnap<'a> {
+    /// One live job as the snapshot holds it, borrowing from the engine's (its id's text
+    /// `id` from the caller: a UUID's is written out, not stored).
+    fn job_snap<'a>(&'a self, slot: usize, j: &'a Job, id: &'a str) -> JobSnap<'a> {
         JobSnap {
             slot: slot as u32,
-            id: Cow::Borrowed(&j.id),
+            id: Cow::Borrowed(id),
             tenant: j.tenant.0,
             shape: self.shape_snap(j.shape),
             priority: j.priority,
@@ -819,7 +820,7 @@ impl Engine {
             .get_mut(idx.ix())
             .ok_or("snapshot job slot out of range")?;
         *slot = Some(Job {
-            id: Box::from(&*j.id),
+            id: super::job_id::JobId::new(&j.id),
             tenant,
             class: j.shape.class,
             shape,
@@ -876,7 +877,7 @@ impl Engine {
                 })
             }),
         });
-        self.index_job(idx);
+        self.index_job(idx, &j.id);
         self.live_jobs += 1;
         let t = &mut self.tenants[tenant.ix()];
         t.live_jobs += 1;

@@ -15,8 +15,8 @@ use std::collections::{BTreeMap, BTreeSet};
 /// A live job (waiting, deferred or running).
 #[derive(Clone, Debug)]
 pub(crate) struct Job {
-    /// The id index compares ids through this field: it is stored once.
-    pub id: Box<str>,
+    /// The id index compares ids through this field: it is stored once, most ids inside it.
+    pub id: super::job_id::JobId,
     pub tenant: TenantIdx,
     pub class: u16,
     pub shape: ShapeId,

@@ -532,6 +532,17 @@ mod tests {
 
     // Proves: an id submitted again gets its first answer when the spec is the same, and is
     // refused as reused when it differs, while its job is live and once it has finished.
+    /// Worker `w` of the default pool, with room for `jobs` jobs of one CPU each.
+    fn worker(jobs: u32) -> WorkerOffer {
+        WorkerOffer {
+            worker: "w".into(),
+            pool: "default".into(),
+            capacity: [("cpu".to_string(), jobs as f64)].into(),
+            labels: Default::default(),
+            max_jobs: jobs,
+        }
+    }
+
     #[test]
     fn an_id_again_is_the_same_job_or_refused_as_reused() {
         let policy = Policy::from_text(crate::policy::BUILT_IN_POLICY).unwrap();
@@ -566,20 +577,76 @@ mod tests {
             );
         };
         check(&mut engine);
-        let offer = WorkerOffer {
-            worker: "w".into(),
-            pool: "default".into(),
-            capacity: [("cpu".to_string(), 1.0)].into(),
-            labels: Default::default(),
-            max_jobs: 1,
-        };
-        engine.worker_ready(now, &offer).unwrap();
+        engine.worker_ready(now, &worker(1)).unwrap();
         let lease = engine.schedule(now).pop().expect("a lease");
         engine
             .finish(now, &lease.job, lease.epoch, Outcome::Succeeded, None, None)
             .unwrap();
         assert!(engine.status("a").unwrap().state.is_terminal());
         check(&mut engine);
+    }
+
+    // Proves: a job's id reads back exactly, whichever of its record's forms holds it (short,
+    // UUID, heap; `engine/job_id.rs`): in its lease, its status, a resubmission, and after a
+    // snapshot's restore, live and finished; a UUID in another spelling is another job.
+    #[test]
+    fn ids_of_every_form_survive_the_jobs_life_and_a_restore() {
+        let ids = [
+            "j-1",
+            "0123456789abcdef",
+            "0192d3c4-5e6f-7a8b-9c0d-1e2f3a4b5c6d",
+            "0192D3C4-5E6F-7A8B-9C0D-1E2F3A4B5C6D",
+            "0192d3c4-5e6f-7a8b-cc0d-1e2f3a4b5c6d",
+            "a longer id, with spaces, past sixteen bytes",
+            "déjà-vu",
+        ];
+        let policy = Policy::from_text(crate::policy::BUILT_IN_POLICY).unwrap();
+        let mut engine = Engine::new(Time::ZERO, policy, EngineConfig::default());
+        let now = Time::from_millis(1_000);
+        for id in ids {
+            let spec = JobSpec::new(id, "acme");
+            assert_eq!(
+                engine.submit(now, spec),
+                Admission::Accepted {
+                    job: id.into(),
+                    duplicate: false
+                },
+                "{id}"
+            );
+        }
+        engine.worker_ready(now, &worker(3)).unwrap();
+        let leases = engine.schedule(now);
+        assert_eq!(leases.len(), 3);
+        for lease in &leases {
+            assert!(ids.contains(&lease.job.as_str()), "{}", lease.job);
+            engine
+                .finish(now, &lease.job, lease.epoch, Outcome::Succeeded, None, None)
+                .unwrap();
+        }
+        let check = |engine: &mut Engine| {
+            engine.audit().unwrap();
+            for id in ids {
+                let status = engine.status(id).unwrap_or_else(|| panic!("{id}"));
+                let done = leases.iter().any(|l| l.job == id);
+                assert_eq!(status.state.is_terminal(), done, "{id}");
+                assert_eq!(
+                    engine.submit(now, JobSpec::new(id, "acme")),
+                    Admission::Accepted {
+                        job: id.into(),
+                        duplicate: true
+                    },
+                    "{id}"
+                );
+            }
+            assert!(
+                engine
+                    .status("0192d3c4-5e6f-7a8b-9c0d-1e2f3a4b5c6e")
+                    .is_none()
+            );
+        };
+        check(&mut engine);
+        let mut restored = Engine::restore(&engine.snapshot(), EngineConfig::default()).unwrap();
+        check(&mut restored);
     }
 
     // Proves: a job id is refused for a control character, ASCII or not, checked byte-wise on
