@@ -26,6 +26,9 @@ pub enum JobIds {
     Random,
     /// The counter in decimal (`1`, `2`, ...), as many producers number their jobs.
     Sequential,
+    /// A UUIDv7's canonical text, as the Rust SDK makes its ids: a millisecond prefix that
+    /// grows with the counter (1,000 jobs a millisecond), the rest a mix of it.
+    Uuid,
 }
 
 impl JobIds {
@@ -34,6 +37,7 @@ impl JobIds {
         match self {
             JobIds::Random => "random",
             JobIds::Sequential => "sequential",
+            JobIds::Uuid => "uuid",
         }
     }
 }
@@ -45,7 +49,8 @@ impl std::str::FromStr for JobIds {
         match s {
             "random" => Ok(JobIds::Random),
             "sequential" => Ok(JobIds::Sequential),
-            _ => Err(format!("{s:?} is not random or sequential")),
+            "uuid" => Ok(JobIds::Uuid),
+            _ => Err(format!("{s:?} is not random, sequential or uuid")),
         }
     }
 }
@@ -140,6 +145,18 @@ impl Rig {
         let id = match self.job_ids {
             JobIds::Random => format!("{:016x}", mix(self.next_job)),
             JobIds::Sequential => self.next_job.to_string(),
+            JobIds::Uuid => {
+                let (n, r) = (self.next_job, mix(self.next_job));
+                let ms = 0x0192_0000_0000 + n / 1_000;
+                format!(
+                    "{:08x}-{:04x}-7{:03x}-{:04x}-{:012x}",
+                    ms >> 16,
+                    ms & 0xFFFF,
+                    r >> 52,
+                    0x8000 | (r >> 36) & 0x3FFF,
+                    r & 0xFFFF_FFFF_FFFF,
+                )
+            }
         };
         let spec = JobSpec {
             estimate: Some(ESTIMATE),
@@ -226,7 +243,7 @@ mod tests {
     #[test]
     fn a_decision_and_its_replacement_keep_the_backlog() {
         for name in ["fair", "drf", "fifo"] {
-            for ids in [JobIds::Random, JobIds::Sequential] {
+            for ids in [JobIds::Random, JobIds::Sequential, JobIds::Uuid] {
                 for capture in [false, true] {
                     let mut rig = Rig::new(policy(name).unwrap(), 1_000, ids, capture);
                     let idle = rig.add_tenants("idle", 3);
@@ -247,9 +264,32 @@ mod tests {
 
     #[test]
     fn job_ids_parse_their_names() {
-        for ids in [JobIds::Random, JobIds::Sequential] {
+        for ids in [JobIds::Random, JobIds::Sequential, JobIds::Uuid] {
             assert_eq!(ids.name().parse::<JobIds>(), Ok(ids));
         }
-        assert!("uuid".parse::<JobIds>().is_err());
+        assert!("guid".parse::<JobIds>().is_err());
+    }
+
+    // Proves: `--job-ids uuid` makes UUIDv7 texts (version 7, RFC variant, lowercase), the
+    // form the SDK sends and the engine's records hold in 16 bytes.
+    #[test]
+    fn uuid_job_ids_are_uuid_v7_texts() {
+        let mut rig = Rig::new(policy("fair").unwrap(), 10, JobIds::Uuid, false);
+        let tenants = rig.add_tenants("t", 1);
+        rig.fill(tenants, 5);
+        for _ in 0..5 {
+            let lease = rig.decide();
+            let id = lease.job.as_str();
+            let b = id.as_bytes();
+            assert_eq!(b.len(), 36, "{id}");
+            for (i, &c) in b.iter().enumerate() {
+                match i {
+                    8 | 13 | 18 | 23 => assert_eq!(c, b'-', "{id}"),
+                    14 => assert_eq!(c, b'7', "{id}"),
+                    19 => assert!(b"89ab".contains(&c), "{id}"),
+                    _ => assert!(c.is_ascii_digit() || (b'a'..=b'f').contains(&c), "{id}"),
+                }
+            }
+        }
     }
 }

@@ -77,7 +77,8 @@ pub struct EngineArgs {
     /// Untimed decisions run first, so that every tenant's state has settled.
     #[arg(long, default_value_t = 2_000)]
     pub warmup: usize,
-    /// How job ids are formed: random (16 hex digits, spread like UUIDs) or sequential (1, 2, ...).
+    /// How job ids are formed: random (16 hex digits, spread like UUIDs), sequential (1, 2,
+    /// ...) or uuid (a UUIDv7's text, as the Rust SDK makes them).
     #[arg(long, default_value = "random")]
     pub job_ids: JobIds,
     /// Skip the comparison with seed 002's two-tier pop.

@@ -89,8 +89,8 @@ fn hash_of<P: Entry, I: IdAt>(entry: P, id_of: &impl Fn(P) -> I) -> u64 {
 /// buckets there and held 5 bytes a job more.
 const MOVE_BUCKETS: usize = 16;
 
-/// Job ids to places of type `P`; `id_of` tells the id stored at a place ([`IdAt`]). Every place in the
-/// index must hold its id for as long as it is in the index.
+/// Job ids to places of type `P`; `id_of` tells the id stored at a place ([`IdAt`]). Every
+/// place in the index must hold its id for as long as it is in the index.
 #[derive(Clone, Debug)]
 pub(crate) struct IdIndex<P> {
     table: HashTable<P>,
@@ -206,9 +206,9 @@ impl<P: Entry> IdIndex<P> {
             return;
         }
         let end = (self.cursor + MOVE_BUCKETS).min(self.old.num_buckets());
-        // The entries are taken out, then their ids read and fetched, then hashed and
-        // inserted, each step over all of them: reading an id means reading a record nobody
-        // has touched for a while, then the id's bytes, and as those reads do not depend on
+        // The entries are taken out, then their ids fetched, then hashed and inserted, each
+        // step over all of them: reading an id means reading a record nobody has touched for
+        // a while (and, for an id on the heap, its bytes), and as those reads do not depend on
         // one another the processor overlaps their misses instead of waiting out each in turn.
         let mut places = [None::<P>; MOVE_BUCKETS];
         let mut n = 0;
