@@ -173,7 +173,7 @@ fn engine_measures_its_grid_and_comparisons() {
     assert_eq!(seed002, 2, "one per tenant count: {lines:#?}");
 
     let out = Command::new(env!("CARGO_BIN_EXE_fairway"))
-        .args(["bench", "engine", "--job-ids", "uuid"])
+        .args(["bench", "engine", "--job-ids", "guid"])
         .output()
         .expect("run the fairway binary");
     assert_eq!(out.status.code(), Some(2));
