@@ -392,6 +392,32 @@ mod tests {
         }
     }
 
+    // Proves: a UUID is written out as a naive formatting would, for every byte value at
+    // every position (the round-trip tests alone would pass a formatter and a parser that
+    // agreed on a wrong text only if the explicit cases missed it).
+    #[test]
+    fn a_uuid_is_written_out_as_its_hex_digits_with_hyphens() {
+        let mut bytes = [0u8; 16];
+        for round in 0..2_000u32 {
+            for (i, b) in bytes.iter_mut().enumerate() {
+                *b = (round as u8).wrapping_mul(31).wrapping_add(i as u8 * 17) ^ (round >> 8) as u8;
+            }
+            let want: String = bytes
+                .iter()
+                .enumerate()
+                .map(|(i, b)| {
+                    let hyphen = if matches!(i, 4 | 6 | 8 | 10) { "-" } else { "" };
+                    format!("{hyphen}{b:02x}")
+                })
+                .collect();
+            assert_eq!(format_uuid(&bytes), want.as_bytes(), "{bytes:?}");
+            assert_eq!(
+                parse_uuid(want.as_bytes()).is_some(),
+                bytes[8] & 0xC0 == 0x80
+            );
+        }
+    }
+
     #[test]
     fn ids_of_different_forms_or_texts_differ() {
         let ids = [
