@@ -530,8 +530,6 @@ mod tests {
     use super::*;
     use crate::{EngineConfig, Outcome, Policy, WorkerOffer};
 
-    // Proves: an id submitted again gets its first answer when the spec is the same, and is
-    // refused as reused when it differs, while its job is live and once it has finished.
     /// Worker `w` of the default pool, with room for `jobs` jobs of one CPU each.
     fn worker(jobs: u32) -> WorkerOffer {
         WorkerOffer {
@@ -543,6 +541,8 @@ mod tests {
         }
     }
 
+    // Proves: an id submitted again gets its first answer when the spec is the same, and is
+    // refused as reused when it differs, while its job is live and once it has finished.
     #[test]
     fn an_id_again_is_the_same_job_or_refused_as_reused() {
         let policy = Policy::from_text(crate::policy::BUILT_IN_POLICY).unwrap();
