@@ -13,6 +13,14 @@
 //! Like the Nagle-free batching of Kafka's producer or ioredis's auto-pipelining, but every
 //! answer still follows the server's durable commit.
 //!
+//! **Callers answered together come back together.** When a request's answer wakes its
+//! callers, they submit again within microseconds of each other. A sender therefore lets the
+//! tasks that are ready to run go first ([`tokio::task::yield_now`]) before it takes the
+//! queue, keeping its place meanwhile: the callers it just answered queue behind it and share
+//! its next request. Without the yield the queue was still empty when the sender looked, so it
+//! gave its place back, and the first caller back took it for its one job alone: half the
+//! requests carried one job (64 in flight, machine W of BENCHMARKS.md, item 66).
+//!
 //! **What a caller sees is what `submit` alone would have answered.** The batch reply holds
 //! one result per job, as the server would have answered that job alone (`BatchResult`). When
 //! the request itself fails, each caller gets that failure: copied when it is the server's
@@ -161,6 +169,10 @@ impl Coalescer {
             held: true,
         };
         loop {
+            // The callers this sender's last answer woke (or the others woken with the caller
+            // that started it) are ready to run and about to submit again: let them queue
+            // first, so that they ride this request instead of the next.
+            tokio::task::yield_now().await;
             let batch = {
                 let mut queue = self.lock();
                 let batch = take_batch(&mut queue.waiting);
@@ -370,7 +382,7 @@ mod tests {
     /// A loopback HTTP server that answers every submission `accepted` (one at a time per
     /// connection), the first request only after `first_delay`; it records each request's
     /// path and job count.
-    async fn accepting_server(first_delay: Duration) -> (String, Arc<Mutex<Vec<(String, usize)>>>) {
+    async fn accepting_server(first_delay: Duration) -> (String, Seen) {
         use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
@@ -440,12 +452,16 @@ mod tests {
         (url, seen)
     }
 
-    /// A call with nothing queued and a request free goes at once, alone, from its own task;
-    /// calls made while it is under way (here with one request at a time) queue, and are
-    /// carried together once it ends. Without a sender started when the lone call's place is
-    /// given back they would wait for ever (the timeout fails the test).
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn calls_queued_behind_a_lone_call_are_carried_when_it_ends() {
+    type Seen = Arc<Mutex<Vec<(String, usize)>>>;
+
+    /// A client of [`accepting_server`] with one request at a time, and a lone call ("lone")
+    /// that holds it for 300 ms: once this returns, the server has it, and calls made now
+    /// queue behind it.
+    async fn one_request_held_by_a_lone_call() -> (
+        Client,
+        Seen,
+        tokio::task::JoinHandle<Result<Submitted, Error>>,
+    ) {
         let (url, seen) = accepting_server(Duration::from_millis(300)).await;
         let client = Client::builder(url).coalesce(1).build().unwrap();
         let lone = tokio::spawn({
@@ -455,6 +471,16 @@ mod tests {
         while seen.lock().unwrap().is_empty() {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
+        (client, seen, lone)
+    }
+
+    /// A call with nothing queued and a request free goes at once, alone, from its own task;
+    /// calls made while it is under way (here with one request at a time) queue, and are
+    /// carried together once it ends. Without a sender started when the lone call's place is
+    /// given back they would wait for ever (the timeout fails the test).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn calls_queued_behind_a_lone_call_are_carried_when_it_ends() {
+        let (client, seen, lone) = one_request_held_by_a_lone_call().await;
         let queued: Vec<_> = (0..5)
             .map(|i| {
                 let client = client.clone();
@@ -482,6 +508,43 @@ mod tests {
                 ("/v1/jobs/batch".to_string(), 5)
             ],
             "the lone call alone, then the five queued behind it in one request"
+        );
+    }
+
+    /// Callers answered by one request submit again at once, and their next jobs share one
+    /// request too: the sender lets them queue before it looks at the queue. Without that it
+    /// found the queue empty, gave its place back, and the first caller back went alone (one
+    /// job), the rest queueing behind it: requests of 1, 8, 1 and 7 jobs instead of 1, 8, 8.
+    /// One thread, so that the order in which ready tasks run is the runtime's, not a race.
+    #[tokio::test(flavor = "current_thread")]
+    async fn callers_answered_together_share_their_next_request() {
+        let (client, seen, lone) = one_request_held_by_a_lone_call().await;
+        let producers: Vec<_> = (0..8)
+            .map(|i| {
+                let client = client.clone();
+                tokio::spawn(async move {
+                    for round in 0..2 {
+                        let id = format!("p{i}-{round}");
+                        let answer = client.submit(crate::JobSpec::new("t").id(id.clone()));
+                        assert_eq!(answer.await.unwrap().job_id(), id);
+                    }
+                })
+            })
+            .collect();
+        let all = async {
+            lone.await.unwrap().unwrap();
+            for producer in producers {
+                producer.await.unwrap();
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(10), all)
+            .await
+            .expect("every call answered");
+        let sizes: Vec<usize> = seen.lock().unwrap().iter().map(|(_, n)| *n).collect();
+        assert_eq!(
+            sizes,
+            vec![1, 8, 8],
+            "the lone call, then each round in one request"
         );
     }
 
