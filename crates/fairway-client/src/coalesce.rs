@@ -379,6 +379,9 @@ mod tests {
         }
     }
 
+    /// Each request [`accepting_server`] answered: its path and how many jobs it carried.
+    type Seen = Arc<Mutex<Vec<(String, usize)>>>;
+
     /// A loopback HTTP server that answers every submission `accepted` (one at a time per
     /// connection), the first request only after `first_delay`; it records each request's
     /// path and job count.
@@ -451,8 +454,6 @@ mod tests {
         });
         (url, seen)
     }
-
-    type Seen = Arc<Mutex<Vec<(String, usize)>>>;
 
     /// A client of [`accepting_server`] with one request at a time, and a lone call ("lone")
     /// that holds it for 300 ms: once this returns, the server has it, and calls made now
