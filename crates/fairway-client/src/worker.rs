@@ -429,7 +429,7 @@ impl Worker {
 /// then the completion.
 async fn run_job<H, F>(
     client: Client,
-    lease: Lease,
+    mut lease: Lease,
     handler: Arc<H>,
     heartbeat_interval: Option<Duration>,
     shutdown: watch::Receiver<Shutdown>,
@@ -440,16 +440,17 @@ async fn run_job<H, F>(
 {
     let (stop_tx, stop) = StopSignal::new();
     let progress = Arc::new(AtomicU64::new(lease.progress_ms));
+    // What only the handler reads is moved to it, not copied: a payload can be large.
     let context = JobContext {
         job_id: lease.job_id.clone(),
         attempt: lease.attempt,
         epoch: lease.epoch,
-        tenant: lease.tenant.clone(),
-        class: lease.class.clone(),
-        payload: lease.payload.clone(),
+        tenant: std::mem::take(&mut lease.tenant),
+        class: std::mem::take(&mut lease.class),
+        payload: lease.payload.take(),
         progress_ms: lease.progress_ms,
         members: lease.members,
-        demand: lease.demand.clone(),
+        demand: std::mem::take(&mut lease.demand),
         stop,
         progress: progress.clone(),
     };

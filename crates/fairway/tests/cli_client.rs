@@ -610,8 +610,9 @@ fn exit_codes_for_refusals_bad_input_and_an_absent_server() {
     );
 }
 
-/// The SDK's worker loop turns a cancel into the handler's stop signal, and the attempt is
-/// reported as stopped: the job ends canceled.
+/// The SDK's worker loop hands the handler its job (id, payload, tenant, class, demand),
+/// turns a cancel into the handler's stop signal, and reports the attempt as stopped: the job
+/// ends canceled.
 #[test]
 fn the_sdk_worker_loop_surfaces_a_cancel_as_the_stop_signal() {
     let server = Server::start("sdk-cancel");
@@ -631,7 +632,13 @@ fn the_sdk_worker_loop_surfaces_a_cancel_as_the_stop_signal() {
             let stopped_tx = stopped_tx.clone();
             async move {
                 let _ = started_tx
-                    .send((job.job_id.clone(), job.payload.clone()))
+                    .send((
+                        job.job_id.clone(),
+                        job.payload.clone(),
+                        job.tenant.clone(),
+                        job.class.clone(),
+                        job.demand.clone(),
+                    ))
                     .await;
                 let reason = job.stop.stopped().await;
                 let _ = stopped_tx.send(reason).await;
@@ -639,12 +646,16 @@ fn the_sdk_worker_loop_surfaces_a_cancel_as_the_stop_signal() {
             }
         }));
 
-        let (leased, payload) = tokio::time::timeout(PATIENCE, started_rx.recv())
-            .await
-            .expect("the job starts")
-            .unwrap();
+        let (leased, payload, tenant, class, demand) =
+            tokio::time::timeout(PATIENCE, started_rx.recv())
+                .await
+                .expect("the job starts")
+                .unwrap();
         assert_eq!(leased, job_id);
+        // The lease's fields reach the handler (moved from the lease, not copied).
         assert_eq!(payload, json!({"work": "forever"}));
+        assert_eq!((tenant.as_str(), class.as_str()), ("acme", "default"));
+        assert!(demand.contains_key("cpu"), "{demand:?}");
         assert_eq!(
             client.status(&job_id).await.unwrap().state,
             JobState::Running
