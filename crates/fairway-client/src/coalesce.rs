@@ -475,6 +475,13 @@ mod tests {
         (client, seen, lone)
     }
 
+    /// Awaits `all`, the test's calls; a call never answered fails the test after 10 s.
+    async fn every_call_answered(all: impl std::future::Future<Output = ()>) {
+        tokio::time::timeout(Duration::from_secs(10), all)
+            .await
+            .expect("every call answered");
+    }
+
     /// A call with nothing queued and a request free goes at once, alone, from its own task;
     /// calls made while it is under way (here with one request at a time) queue, and are
     /// carried together once it ends. Without a sender started when the lone call's place is
@@ -498,9 +505,7 @@ mod tests {
                 assert_eq!(call.await.unwrap().unwrap().job_id(), format!("q{i}"));
             }
         };
-        tokio::time::timeout(Duration::from_secs(10), all)
-            .await
-            .expect("every call answered");
+        every_call_answered(all).await;
         let seen = seen.lock().unwrap().clone();
         assert_eq!(
             seen,
@@ -538,9 +543,7 @@ mod tests {
                 producer.await.unwrap();
             }
         };
-        tokio::time::timeout(Duration::from_secs(10), all)
-            .await
-            .expect("every call answered");
+        every_call_answered(all).await;
         let sizes: Vec<usize> = seen.lock().unwrap().iter().map(|(_, n)| *n).collect();
         assert_eq!(
             sizes,
