@@ -144,6 +144,54 @@ impl BatchResult {
     }
 }
 
+impl BatchSubmitReply {
+    /// One result per job of a request of `count` jobs, in order, whether the server listed
+    /// every result or left out (`omit=accepted`) those of the jobs accepted as new under the
+    /// ids the request gave: `id(i)` is job `i`'s id, called for those only. A reply that
+    /// does not account for each job exactly once is refused with what is wrong with it (for
+    /// an [`Error::Protocol`]).
+    pub(crate) fn into_results(
+        self,
+        count: usize,
+        mut id: impl FnMut(usize) -> String,
+    ) -> Result<Vec<Result<Submitted, Error>>, String> {
+        let listed = self.results.len();
+        let Some(omitted) = self.omitted else {
+            if listed != count {
+                return Err(format!("{listed} results for {count} jobs"));
+            }
+            return Ok(self
+                .results
+                .into_iter()
+                .map(BatchResult::into_result)
+                .collect());
+        };
+        if listed.checked_add(omitted) != Some(count) {
+            return Err(format!(
+                "{listed} results and {omitted} left out for {count} jobs"
+            ));
+        }
+        let mut results = self.results.into_iter().peekable();
+        let mut all = Vec::with_capacity(count);
+        for i in 0..count {
+            match results.next_if(|r| r.index == Some(i)) {
+                Some(result) => all.push(result.into_result()),
+                None => all.push(Ok(Submitted::Accepted {
+                    job_id: id(i),
+                    duplicate: false,
+                })),
+            }
+        }
+        match results.next() {
+            None => Ok(all),
+            Some(stray) => Err(format!(
+                "a result's index ({:?}) missing, repeated, out of order or past the {count} jobs",
+                stray.index
+            )),
+        }
+    }
+}
+
 /// How [`Client::submit_with_retry`] retries: bounded attempts, exponential backoff.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RetryPolicy {
@@ -398,7 +446,8 @@ impl Client {
             .map_err(|e| Error::Invalid(format!("the job cannot be encoded as JSON: {e}")))?;
         match &self.coalesce {
             Some(coalescer) if json.len() <= crate::coalesce::ALONE_BYTES => {
-                coalescer.submit(self, json).await
+                let id = spec.id.take().unwrap_or_default();
+                coalescer.submit(self, id, json).await
             }
             _ => self.submit_json(json).await,
         }
@@ -414,10 +463,14 @@ impl Client {
         reply.into_result()
     }
 
-    /// `POST /v1/jobs/batch` with a body already encoded.
+    /// `POST /v1/jobs/batch?omit=accepted` with a body already encoded, its jobs' ids set:
+    /// the reply lists only the results that say more than "accepted under that id"
+    /// ([`BatchSubmitReply::into_results`] puts the others back).
     pub(crate) async fn submit_batch_json(&self, body: String) -> Result<BatchSubmitReply, Error> {
+        let mut url = self.url(&["v1", "jobs", "batch"]);
+        url.set_query(Some("omit=accepted"));
         let request = self
-            .request(Method::POST, &["v1", "jobs", "batch"])
+            .authorized(self.http.request(Method::POST, url))
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .body(body);
         self.call(request).await
@@ -468,21 +521,20 @@ impl Client {
         for job in &mut jobs {
             job.ensure_id();
         }
-        let count = jobs.len();
-        let body = serde_json::to_string(&BatchSubmitRequest { jobs })
+        /// [`BatchSubmitRequest`], borrowing the jobs: their ids are the results left out.
+        #[derive(serde::Serialize)]
+        struct Body<'a> {
+            jobs: &'a [JobSpec],
+        }
+        let body = serde_json::to_string(&Body { jobs: &jobs })
             .map_err(|e| Error::Invalid(format!("the jobs cannot be encoded as JSON: {e}")))?;
         let reply = self.submit_batch_json(body).await?;
-        if reply.results.len() != count {
-            return Err(Error::Protocol {
+        reply
+            .into_results(jobs.len(), |i| jobs[i].id.take().unwrap_or_default())
+            .map_err(|message| Error::Protocol {
                 status: 200,
-                message: format!("{} results for {count} jobs", reply.results.len()),
-            });
-        }
-        Ok(reply
-            .results
-            .into_iter()
-            .map(BatchResult::into_result)
-            .collect())
+                message,
+            })
     }
 
     /// A job's state (`GET /v1/jobs/{id}`); [`Error::NotFound`] for an unknown id.

@@ -33,7 +33,7 @@
 
 use crate::client::{Client, Submitted};
 use crate::error::Error;
-use crate::types::{BatchResult, BatchSubmitReply, MAX_BATCH};
+use crate::types::{BatchSubmitReply, MAX_BATCH};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
@@ -68,6 +68,8 @@ struct Queue {
 
 /// One queued submission.
 struct Waiting {
+    /// The job's id, as its JSON has it.
+    id: String,
     /// The job's JSON, id included.
     json: String,
     reply: oneshot::Sender<Result<Submitted, Error>>,
@@ -88,10 +90,12 @@ impl Coalescer {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Queues `json` (a job with its id) and waits for its answer. `client` sends the requests.
+    /// Queues `json` (a job with its id, `id`) and waits for its answer. `client` sends the
+    /// requests.
     pub(crate) async fn submit(
         self: &Arc<Self>,
         client: &Client,
+        id: String,
         json: String,
     ) -> Result<Submitted, Error> {
         let room = self
@@ -124,6 +128,7 @@ impl Coalescer {
         let start_sender = {
             let mut queue = self.lock();
             queue.waiting.push_back(Waiting {
+                id,
                 json,
                 reply,
                 _room: room,
@@ -297,20 +302,21 @@ fn batch_body(batch: &[Waiting]) -> String {
 }
 
 /// Hands each caller its job's result.
-fn answer_each(batch: Vec<Waiting>, reply: BatchSubmitReply) {
-    let count = batch.len();
-    if reply.results.len() != count {
-        let message = format!("{} results for {count} jobs", reply.results.len());
-        for job in batch {
-            let _ = job.reply.send(Err(Error::Protocol {
-                status: 200,
-                message: message.clone(),
-            }));
+fn answer_each(mut batch: Vec<Waiting>, reply: BatchSubmitReply) {
+    match reply.into_results(batch.len(), |i| std::mem::take(&mut batch[i].id)) {
+        Ok(results) => {
+            for (job, result) in batch.into_iter().zip(results) {
+                let _ = job.reply.send(result);
+            }
         }
-        return;
-    }
-    for (job, result) in batch.into_iter().zip(reply.results) {
-        let _ = job.reply.send(BatchResult::into_result(result));
+        Err(message) => {
+            for job in batch {
+                let _ = job.reply.send(Err(Error::Protocol {
+                    status: 200,
+                    message: message.clone(),
+                }));
+            }
+        }
     }
 }
 
@@ -322,8 +328,14 @@ mod tests {
     fn waiting(json: &str) -> (Waiting, oneshot::Receiver<Result<Submitted, Error>>) {
         let (reply, rx) = oneshot::channel();
         let room = Arc::new(Semaphore::new(1)).try_acquire_owned().unwrap();
+        // The id as the job's JSON has it (some tests queue text that is not JSON: no id).
+        let id = serde_json::from_str::<serde_json::Value>(json)
+            .ok()
+            .and_then(|v| v["id"].as_str().map(str::to_string))
+            .unwrap_or_default();
         (
             Waiting {
+                id,
                 json: json.to_string(),
                 reply,
                 _room: room,
@@ -511,7 +523,7 @@ mod tests {
             seen,
             vec![
                 ("/v1/jobs".to_string(), 1),
-                ("/v1/jobs/batch".to_string(), 5)
+                ("/v1/jobs/batch?omit=accepted".to_string(), 5)
             ],
             "the lone call alone, then the five queued behind it in one request"
         );
@@ -580,7 +592,13 @@ mod tests {
 
         let (a, mut ra) = waiting("{}");
         let (b, mut rb) = waiting("{}");
-        answer_each(vec![a, b], BatchSubmitReply { results: vec![] });
+        answer_each(
+            vec![a, b],
+            BatchSubmitReply {
+                results: vec![],
+                omitted: None,
+            },
+        );
         assert!(matches!(
             ra.try_recv().unwrap(),
             Err(Error::Protocol { .. })
@@ -589,5 +607,59 @@ mod tests {
             rb.try_recv().unwrap(),
             Err(Error::Protocol { .. })
         ));
+    }
+
+    // Proves: with the accepted results left out (`omit=accepted`), each caller of a left-out
+    // result gets its own id back as accepted and new, the listed ones get theirs by index, and
+    // a reply that does not account for every job exactly once fails them all.
+    #[test]
+    fn left_out_results_are_the_callers_own_ids_accepted() {
+        let three = || {
+            ["a", "b", "c"]
+                .map(|id| waiting(&format!("{{\"id\":\"{id}\"}}")))
+                .into_iter()
+                .unzip::<_, _, Vec<_>, Vec<_>>()
+        };
+        let (batch, mut rx) = three();
+        let reply: BatchSubmitReply = serde_json::from_value(serde_json::json!({
+            "omitted": 2,
+            "results": [
+                {"index": 1, "status": 200, "outcome": "accepted", "job_id": "b", "duplicate": true}
+            ]
+        }))
+        .unwrap();
+        answer_each(batch, reply);
+        let got: Vec<(String, bool)> = rx
+            .iter_mut()
+            .map(|r| {
+                let s = r.try_recv().unwrap().unwrap();
+                (s.job_id().to_string(), s.duplicate())
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [("a".into(), false), ("b".into(), true), ("c".into(), false)]
+        );
+
+        for bad in [
+            serde_json::json!({"omitted": 3, "results": [{"index": 1, "status": 201, "outcome": "accepted", "job_id": "b"}]}),
+            serde_json::json!({"omitted": 1, "results": [
+                {"index": 2, "status": 201, "outcome": "accepted", "job_id": "c"},
+                {"index": 0, "status": 201, "outcome": "accepted", "job_id": "a"}]}),
+            serde_json::json!({"omitted": 1, "results": [
+                {"index": 1, "status": 201, "outcome": "accepted", "job_id": "b"},
+                {"index": 1, "status": 201, "outcome": "accepted", "job_id": "b"}]}),
+            serde_json::json!({"omitted": 2, "results": [{"index": 3, "status": 201, "outcome": "accepted", "job_id": "d"}]}),
+            serde_json::json!({"omitted": 2, "results": [{"status": 201, "outcome": "accepted", "job_id": "b"}]}),
+        ] {
+            let (batch, mut rx) = three();
+            answer_each(batch, serde_json::from_value(bad.clone()).unwrap());
+            for r in &mut rx {
+                assert!(
+                    matches!(r.try_recv().unwrap(), Err(Error::Protocol { .. })),
+                    "{bad}"
+                );
+            }
+        }
     }
 }

@@ -173,8 +173,14 @@ pub struct BatchSubmitRequest {
 /// The reply to `POST /v1/jobs/batch`: one result per job, in order.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct BatchSubmitReply {
-    /// One per submitted job, in the order submitted.
+    /// One per submitted job, in the order submitted; when the request asked to leave out
+    /// the jobs accepted as new (`omit=accepted`, as the SDK does), only the others, in order,
+    /// each with its `index`.
     pub results: Vec<BatchResult>,
+    /// With `omit=accepted`: how many results were left out, each job accepted as new under
+    /// the id its request gave.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub omitted: Option<usize>,
 }
 
 /// One job's result in a batch: the status a single submission would have had, and its body.
@@ -187,6 +193,9 @@ pub struct BatchSubmitReply {
 pub struct BatchResult {
     /// The HTTP status the same job would have got alone (201, 202, 429, 403, 422, ...).
     pub status: u16,
+    /// The job's place in the request, from 0, when some results were left out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index: Option<usize>,
     /// The reply a single submission would have had.
     #[serde(flatten)]
     pub body: BatchItem,
@@ -196,6 +205,8 @@ pub struct BatchResult {
 #[derive(Deserialize)]
 struct BatchResultFields {
     status: u16,
+    #[serde(default)]
+    index: Option<usize>,
     #[serde(default)]
     outcome: Option<String>,
     #[serde(default)]
@@ -267,6 +278,7 @@ impl TryFrom<BatchResultFields> for BatchResult {
         };
         Ok(BatchResult {
             status: f.status,
+            index: f.index,
             body,
         })
     }

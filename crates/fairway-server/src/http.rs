@@ -444,15 +444,28 @@ async fn submit(
     Ok(submit_response(status_of(status), reply))
 }
 
-/// Submit up to 1000 jobs; one result per job, in order.
+/// The query of `POST /v1/jobs/batch`.
+#[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+struct BatchParams {
+    /// `accepted`: leave out the result of each job accepted as new under the id its request
+    /// gave; the reply counts them in `omitted`, and every result it lists carries its job's
+    /// `index` in the request. Without it, every job's result, in order.
+    omit: Option<String>,
+}
+
+/// Submit up to 1000 jobs; one result per job, in order (with `omit=accepted`, only the
+/// results that say more than "accepted under the id you gave").
 #[utoipa::path(
     post, path = "/v1/jobs/batch", tag = "jobs",
+    params(BatchParams),
     request_body = BatchSubmitBody,
     responses(
         (status = 200, description = "one result per job, in order", body = BatchSubmitReply),
         (status = 400, description = "malformed_json", body = ErrorBody),
         (status = 413, description = "too_large: more than 1000 jobs, or the body", body = ErrorBody),
-        (status = 422, description = "invalid", body = ErrorBody),
+        (status = 422, description = "invalid: a job, or the query string", body = ErrorBody),
         (status = 429, description = "busy", body = ErrorBody),
         (status = 503, description = "not_ready or unavailable", body = ErrorBody)
     )
@@ -460,10 +473,22 @@ async fn submit(
 async fn submit_batch(
     State(app): State<App>,
     headers: HeaderMap,
+    params: Result<axum::extract::Query<BatchParams>, axum::extract::rejection::QueryRejection>,
     RawBody(body): RawBody,
 ) -> Result<Json<BatchSubmitReply>, ApiError> {
     let caller = app.caller(&headers)?;
     allow(&caller, Allowed::Producers)?;
+    let axum::extract::Query(params) =
+        params.map_err(|e| ApiError::invalid(format!("the query string: {}", e.body_text())))?;
+    let omit_accepted = match params.omit.as_deref() {
+        None => false,
+        Some("accepted") => true,
+        Some(other) => {
+            return Err(ApiError::invalid(format!(
+                "parameter `omit`: {other:?} is not `accepted`, the one result that can be left out"
+            )));
+        }
+    };
     let items = batch_items(&body)?;
     let max = app.limits().max_batch;
     if items.len() > max {
@@ -475,7 +500,13 @@ async fn submit_batch(
     // Each slot is either a refusal already known, or the index of a job sent to the engine.
     let mut slots: Vec<Result<usize, BatchSubmitResult>> = Vec::with_capacity(items.len());
     let mut jobs = Vec::new();
+    // Whether each job's request named its id: only those results can be left out, as the
+    // caller already knows what they would say.
+    let mut named = Vec::with_capacity(if omit_accepted { items.len() } else { 0 });
     for (i, item) in items.into_iter().enumerate() {
+        if omit_accepted {
+            named.push(matches!(&item, Ok(b) if b.id.is_some()));
+        }
         let prepared = item
             .map_err(|e| {
                 Box::new((
@@ -493,6 +524,7 @@ async fn submit_batch(
                 let (status, reply) = *refusal;
                 slots.push(Err(BatchSubmitResult {
                     status: status.as_u16(),
+                    index: None,
                     reply,
                 }));
             }
@@ -505,23 +537,45 @@ async fn submit_batch(
         app.call(app.timeout(), |reply| Command::Submit { jobs, reply })
             .await?
     };
-    let results = slots
-        .into_iter()
-        .map(|slot| match slot {
+    let mut results = Vec::with_capacity(if omit_accepted { 0 } else { slots.len() });
+    let mut omitted = 0;
+    for (i, slot) in slots.into_iter().enumerate() {
+        let result = match slot {
             Err(refused) => refused,
             Ok(k) => match (admissions.get(k), ids.get(k)) {
+                (
+                    Some(Admission::Accepted {
+                        duplicate: false, ..
+                    }),
+                    Some(_),
+                ) if omit_accepted && named[i] => {
+                    omitted += 1;
+                    continue;
+                }
                 (Some(a), Some(id)) => {
                     let (status, reply) = SubmitReply::from_admission(a, id);
-                    BatchSubmitResult { status, reply }
+                    BatchSubmitResult {
+                        status,
+                        index: None,
+                        reply,
+                    }
                 }
                 _ => BatchSubmitResult {
                     status: 503,
+                    index: None,
                     reply: SubmitReply::refused(None, "unavailable", "no answer for this job"),
                 },
             },
-        })
-        .collect();
-    Ok(Json(BatchSubmitReply { results }))
+        };
+        results.push(BatchSubmitResult {
+            index: omit_accepted.then_some(i),
+            ..result
+        });
+    }
+    Ok(Json(BatchSubmitReply {
+        results,
+        omitted: omit_accepted.then_some(omitted),
+    }))
 }
 
 /// The jobs of a batch body, each read or refused on its own. A body whose every job is well

@@ -252,6 +252,9 @@ pub struct BatchSubmitBody {
 pub struct BatchSubmitResult {
     /// The HTTP status a single `POST /v1/jobs` would have answered.
     pub status: u16,
+    /// With `omit=accepted`: the job's place in the request, from 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index: Option<usize>,
     /// The reply.
     #[serde(flatten)]
     pub reply: SubmitReply,
@@ -260,8 +263,13 @@ pub struct BatchSubmitResult {
 /// The answer to a batch submission.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct BatchSubmitReply {
-    /// One per job, in order.
+    /// One per job, in order; with `omit=accepted`, all but those left out, in order, each
+    /// with its `index`.
     pub results: Vec<BatchSubmitResult>,
+    /// With `omit=accepted`: how many jobs were accepted as new under the ids their requests
+    /// gave, their results left out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub omitted: Option<usize>,
 }
 
 /// `GET /v1/jobs/{id}`.

@@ -174,6 +174,98 @@ async fn batch_submit_and_batch_complete() {
     assert_eq!(server.status("m0").await.0, 404);
 }
 
+/// `omit=accepted`: a batch's reply leaves out the jobs accepted as new under the ids their
+/// requests gave, counts them, and lists every other result (generated id, duplicate,
+/// deferred, malformed) with its job's index; a bad `omit` or an unknown parameter is refused
+/// by name and submits nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_submit_can_leave_out_the_accepted() {
+    let dir = TempDir::new("batch-omit");
+    let server = TestServer::start(dir.path(), |_| {}).await;
+    let (code, first) = server
+        .post("/v1/jobs", json!({"id": "seen", "tenant": "acme"}))
+        .await;
+    assert_eq!(code, 201, "{first}");
+    let jobs = json!({"jobs": [
+        {"id": "new0", "tenant": "acme"},
+        {"tenant": "acme"},
+        {"id": "seen", "tenant": "acme"},
+        {"id": "new3", "tenant": "acme"},
+        {"id": "later", "tenant": "acme", "not_before": "2100-01-01T00:00:00.000Z"},
+        {"id": "bad", "tenant": "acme", "colour": "blue"},
+        {"id": "new6", "tenant": "acme"}
+    ]});
+    let (code, reply) = server
+        .post("/v1/jobs/batch?omit=accepted", jobs.clone())
+        .await;
+    assert_eq!(code, 200, "{reply}");
+    assert_eq!(reply["omitted"], 3, "{reply}");
+    let listed: Vec<(u64, u64, &str)> = reply["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["index"].as_u64().unwrap(),
+                r["status"].as_u64().unwrap(),
+                r["outcome"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            (1, 201, "accepted"),
+            (2, 201, "accepted"),
+            (4, 202, "deferred"),
+            (5, 422, "rejected_final")
+        ],
+        "{reply}"
+    );
+    let results = &reply["results"];
+    let generated = results[0]["job_id"].as_str().unwrap();
+    assert_eq!(results[0]["duplicate"], false);
+    assert_eq!(server.status(generated).await.0, 200);
+    assert_eq!(results[1]["job_id"], "seen");
+    assert_eq!(results[1]["duplicate"], true);
+    assert!(
+        results[3]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("jobs[5]:")
+    );
+    for id in ["new0", "new3", "new6"] {
+        let (code, status) = server.status(id).await;
+        assert_eq!(code, 200, "{id}: {status}");
+        assert_eq!(status["state"], "queued", "{id}");
+    }
+
+    // Without the parameter, the same jobs again: every result, in order, no index.
+    let (code, reply) = server.post("/v1/jobs/batch", jobs).await;
+    assert_eq!(code, 200, "{reply}");
+    assert!(reply.get("omitted").is_none(), "{reply}");
+    let results = reply["results"].as_array().unwrap();
+    assert_eq!(results.len(), 7);
+    assert!(results.iter().all(|r| r.get("index").is_none()), "{reply}");
+
+    for (query, names) in [("omit=rejected", "`omit`"), ("colour=blue", "colour")] {
+        let (code, e) = server
+            .post(
+                &format!("/v1/jobs/batch?{query}"),
+                json!({"jobs": [{"id": "never", "tenant": "acme"}]}),
+            )
+            .await;
+        assert_eq!(code, 422, "{query}: {e}");
+        assert_eq!(e["error"], "invalid", "{query}");
+        assert!(
+            e["message"].as_str().unwrap().contains(names),
+            "{query}: {e}"
+        );
+    }
+    assert_eq!(server.status("never").await.0, 404);
+    server.stop().await.expect("clean stop");
+}
+
 /// A completion call with `next` completes, then leases in the same call: the capacity the
 /// completions free goes to the lease request (a worker of capacity 2 holding 2 leases gets 2
 /// more); with no work left it answers at once with no leases. A bad `next` changes nothing;

@@ -685,7 +685,9 @@ fn the_sdk_worker_loop_surfaces_a_cancel_as_the_stop_signal() {
 }
 
 /// A batch submission returns one result per job, in order, each as a single submission
-/// would have returned it; ids are generated for jobs without one.
+/// would have returned it; ids are generated for jobs without one. The server leaves the new
+/// jobs' results out of its reply (`omit=accepted`) and the SDK puts them back in their places
+/// between the ones it lists (a refusal, a duplicate).
 #[test]
 fn the_sdk_batch_submit_answers_each_job_in_order() {
     let server = Server::start("sdk-batch");
@@ -696,11 +698,18 @@ fn the_sdk_batch_submit_answers_each_job_in_order() {
                 JobSpec::new("acme").id("b1"),
                 JobSpec::new("acme").class("no-such-class"),
                 JobSpec::new("acme"),
+                JobSpec::new("acme").id("b1"),
+                JobSpec::new("acme").id("b4"),
             ])
             .await
             .expect("the batch request");
-        assert_eq!(results.len(), 3);
+        assert_eq!(results.len(), 5);
         assert_eq!(results[0].as_ref().unwrap().job_id(), "b1");
+        assert!(!results[0].as_ref().unwrap().duplicate());
+        assert_eq!(results[3].as_ref().unwrap().job_id(), "b1");
+        assert!(results[3].as_ref().unwrap().duplicate());
+        assert_eq!(results[4].as_ref().unwrap().job_id(), "b4");
+        assert!(!results[4].as_ref().unwrap().duplicate());
         assert!(matches!(
             &results[1],
             Err(fairway_client::Error::Rejected {
