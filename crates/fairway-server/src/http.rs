@@ -498,7 +498,7 @@ async fn submit_batch(
         )));
     }
     // Each slot is either a refusal already known, or the index of a job sent to the engine.
-    let mut slots: Vec<Result<usize, BatchSubmitResult>> = Vec::with_capacity(items.len());
+    let mut slots: Vec<Result<usize, (u16, SubmitReply)>> = Vec::with_capacity(items.len());
     let mut jobs = Vec::new();
     // Whether each job's request named its id: only those results can be left out, as the
     // caller already knows what they would say.
@@ -522,11 +522,7 @@ async fn submit_batch(
             }
             Err(refusal) => {
                 let (status, reply) = *refusal;
-                slots.push(Err(BatchSubmitResult {
-                    status: status.as_u16(),
-                    index: None,
-                    reply,
-                }));
+                slots.push(Err((status.as_u16(), reply)));
             }
         }
     }
@@ -540,7 +536,7 @@ async fn submit_batch(
     let mut results = Vec::with_capacity(if omit_accepted { 0 } else { slots.len() });
     let mut omitted = 0;
     for (i, slot) in slots.into_iter().enumerate() {
-        let result = match slot {
+        let (status, reply) = match slot {
             Err(refused) => refused,
             Ok(k) => match (admissions.get(k), ids.get(k)) {
                 (
@@ -552,24 +548,17 @@ async fn submit_batch(
                     omitted += 1;
                     continue;
                 }
-                (Some(a), Some(id)) => {
-                    let (status, reply) = SubmitReply::from_admission(a, id);
-                    BatchSubmitResult {
-                        status,
-                        index: None,
-                        reply,
-                    }
-                }
-                _ => BatchSubmitResult {
-                    status: 503,
-                    index: None,
-                    reply: SubmitReply::refused(None, "unavailable", "no answer for this job"),
-                },
+                (Some(a), Some(id)) => SubmitReply::from_admission(a, id),
+                _ => (
+                    503,
+                    SubmitReply::refused(None, "unavailable", "no answer for this job"),
+                ),
             },
         };
         results.push(BatchSubmitResult {
+            status,
             index: omit_accepted.then_some(i),
-            ..result
+            reply,
         });
     }
     Ok(Json(BatchSubmitReply {
