@@ -434,6 +434,7 @@ async fn submit(
     let admissions = app
         .call(app.timeout(), |reply| Command::Submit {
             jobs: vec![job],
+            more: None,
             reply,
         })
         .await?;
@@ -490,19 +491,28 @@ async fn submit_batch(
         }
     };
     let items = batch_items(&body)?;
+    let count = items.len();
     let max = app.limits().max_batch;
-    if items.len() > max {
+    if count > max {
         return Err(ApiError::too_large(format!(
-            "field `jobs`: {} jobs, more than the limit of {max}",
-            items.len()
+            "field `jobs`: {count} jobs, more than the limit of {max}"
         )));
     }
+    // A large batch goes to the writer in parts as its jobs are read: the engine applies one
+    // part while the next is read, all in one turn (see `Command::Submit`'s `more`).
+    let (first_len, part_len) = if matches!(items, BatchItems::Texts(_)) {
+        (BATCH_FIRST_PART, BATCH_PART)
+    } else {
+        (count.max(1), count.max(1))
+    };
+    let mut outgoing = Outgoing::new(count.div_ceil(part_len) + 1);
     // Each slot is either a refusal already known, or the index of a job sent to the engine.
-    let mut slots: Vec<Result<usize, (u16, SubmitReply)>> = Vec::with_capacity(items.len());
-    let mut jobs = Vec::new();
+    let mut slots: Vec<Result<usize, (u16, SubmitReply)>> = Vec::with_capacity(count);
+    let mut ids: Vec<String> = Vec::with_capacity(count);
+    let mut part = Vec::with_capacity(first_len.min(count));
     // Whether each job's request named its id: only those results can be left out, as the
     // caller already knows what they would say.
-    let mut named = Vec::with_capacity(if omit_accepted { items.len() } else { 0 });
+    let mut named = Vec::with_capacity(if omit_accepted { count } else { 0 });
     for (i, item) in items.into_iter().enumerate() {
         if omit_accepted {
             named.push(matches!(&item, Ok(b) if b.id.is_some()));
@@ -517,8 +527,18 @@ async fn submit_batch(
             .and_then(|b| app.prepare_job(&caller, b));
         match prepared {
             Ok(job) => {
-                slots.push(Ok(jobs.len()));
-                jobs.push(job);
+                slots.push(Ok(ids.len()));
+                ids.push(job.spec.id.clone());
+                part.push(job);
+                let full_at = if outgoing.answer.is_none() {
+                    first_len
+                } else {
+                    part_len
+                };
+                if part.len() == full_at && i + 1 < count {
+                    let full = std::mem::replace(&mut part, Vec::with_capacity(part_len));
+                    outgoing.send(&app, full, false)?;
+                }
             }
             Err(refusal) => {
                 let (status, reply) = *refusal;
@@ -526,13 +546,10 @@ async fn submit_batch(
             }
         }
     }
-    let ids: Vec<String> = jobs.iter().map(|j| j.spec.id.clone()).collect();
-    let admissions: Vec<Admission> = if jobs.is_empty() {
-        Vec::new()
-    } else {
-        app.call(app.timeout(), |reply| Command::Submit { jobs, reply })
-            .await?
-    };
+    if !part.is_empty() {
+        outgoing.send(&app, part, true)?;
+    }
+    let admissions = outgoing.answers(app.timeout()).await?;
     let mut results = Vec::with_capacity(if omit_accepted { 0 } else { slots.len() });
     let mut omitted = 0;
     for (i, slot) in slots.into_iter().enumerate() {
@@ -549,10 +566,7 @@ async fn submit_batch(
                     continue;
                 }
                 (Some(a), Some(id)) => SubmitReply::from_admission(a, id),
-                _ => (
-                    503,
-                    SubmitReply::refused(None, "unavailable", "no answer for this job"),
-                ),
+                (_, id) => (503, SubmitReply::not_applied(id.cloned())),
             },
         };
         results.push(BatchSubmitResult {
@@ -567,21 +581,123 @@ async fn submit_batch(
     }))
 }
 
-/// The jobs of a batch body, each read or refused on its own. A body whose every job is well
-/// formed (the common case) is read in one pass; otherwise it is read again as a list of
-/// JSON texts, each then read alone, so that a bad job is refused in its slot and the others
-/// still go in.
-fn batch_items(body: &[u8]) -> Result<Vec<Result<SubmitBody, ApiError>>, ApiError> {
+/// How many jobs of a large batch go to the writer at a time (see [`Outgoing`]), the first
+/// part fewer, so that the engine starts soon.
+const BATCH_PART: usize = 128;
+const BATCH_FIRST_PART: usize = 32;
+
+/// A batch body of at least this many bytes (some 250 jobs) is read job by job, each part sent
+/// to the writer as soon as it is read; a smaller one is read whole first, in one pass.
+const LARGE_BATCH_BYTES: usize = 32 * 1024;
+
+/// The jobs of a batch body, each to be read or refused on its own.
+enum BatchItems<'a> {
+    /// Read already, each job or its refusal.
+    Read(Vec<Result<SubmitBody, ApiError>>),
+    /// Each job's JSON text, read as it is taken.
+    Texts(Vec<&'a serde_json::value::RawValue>),
+}
+
+impl<'a> BatchItems<'a> {
+    fn len(&self) -> usize {
+        match self {
+            BatchItems::Read(items) => items.len(),
+            BatchItems::Texts(texts) => texts.len(),
+        }
+    }
+
+    /// Each job, read (or refused) in order.
+    fn into_iter(self) -> Box<dyn Iterator<Item = Result<SubmitBody, ApiError>> + 'a> {
+        match self {
+            BatchItems::Read(items) => Box::new(items.into_iter()),
+            BatchItems::Texts(texts) => Box::new(texts.into_iter().map(parse_item)),
+        }
+    }
+}
+
+/// The jobs of a batch body. A large body is checked as JSON and split into its jobs' texts,
+/// each read later, as its part goes to the writer. A small one whose every job is well formed
+/// (the common case) is read in one pass; otherwise it is read again as a list of JSON texts,
+/// each then read alone, so that a bad job is refused in its slot and the others still go in.
+fn batch_items(body: &[u8]) -> Result<BatchItems<'_>, ApiError> {
     #[derive(serde::Deserialize)]
     #[serde(deny_unknown_fields)]
     struct WellFormed {
         jobs: Vec<SubmitBody>,
     }
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Texts<'a> {
+        #[serde(borrow)]
+        jobs: Vec<&'a serde_json::value::RawValue>,
+    }
+    if body.len() >= LARGE_BATCH_BYTES
+        && let Ok(batch) = serde_json::from_slice::<Texts>(body)
+    {
+        return Ok(BatchItems::Texts(batch.jobs));
+    }
     if let Ok(batch) = serde_json::from_slice::<WellFormed>(body) {
-        return Ok(batch.jobs.into_iter().map(Ok).collect());
+        return Ok(BatchItems::Read(batch.jobs.into_iter().map(Ok).collect()));
     }
     let batch: BatchSubmitBody = parse_json(body)?;
-    Ok(batch.jobs.iter().map(|item| parse_item(item)).collect())
+    Ok(BatchItems::Read(
+        batch.jobs.iter().map(|item| parse_item(item)).collect(),
+    ))
+}
+
+/// A batch's jobs on their way to the writer: the first part as a [`Command::Submit`], the
+/// later ones on its `more` channel, which is closed when this is answered or dropped.
+struct Outgoing {
+    /// How many parts the channel holds without waiting: every part of the batch.
+    parts: usize,
+    answer: Option<oneshot::Receiver<Result<Vec<Admission>, Unavailable>>>,
+    more: Option<std::sync::mpsc::SyncSender<Vec<SubmitJob>>>,
+}
+
+impl Outgoing {
+    fn new(parts: usize) -> Outgoing {
+        Outgoing {
+            parts: parts.max(1),
+            answer: None,
+            more: None,
+        }
+    }
+
+    /// Sends a part (`last`: the batch's last). The first fails as any command would (nothing
+    /// is then submitted); a later one the writer no longer waits for is dropped, and its jobs
+    /// get no admission.
+    fn send(&mut self, app: &App, part: Vec<SubmitJob>, last: bool) -> Result<(), ApiError> {
+        if self.answer.is_none() {
+            let (tx, more) = if last {
+                (None, None)
+            } else {
+                let (tx, rx) = std::sync::mpsc::sync_channel(self.parts);
+                (Some(tx), Some(rx))
+            };
+            self.answer = Some(app.send(|reply| Command::Submit {
+                jobs: part,
+                more,
+                reply,
+            })?);
+            self.more = tx;
+        } else if let Some(more) = &self.more
+            && more.try_send(part).is_err()
+        {
+            self.more = None;
+        }
+        Ok(())
+    }
+
+    /// The admissions of the jobs sent, in order (fewer when the writer stopped waiting for a
+    /// part); none when nothing was sent.
+    async fn answers(mut self, timeout: Duration) -> Result<Vec<Admission>, ApiError> {
+        // Closing the channel tells the writer the batch is whole.
+        self.more = None;
+        match self.answer {
+            None => Ok(Vec::new()),
+            Some(rx) => App::answer(timeout, rx).await,
+        }
+    }
 }
 
 /// A job's state.

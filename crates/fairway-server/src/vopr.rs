@@ -1218,7 +1218,11 @@ impl Sim {
             .collect();
         let (tx, rx) = oneshot::channel();
         self.waiting.push(Waiting::Submit { ids, rx });
-        Command::Submit { jobs, reply: tx }
+        Command::Submit {
+            jobs,
+            more: None,
+            reply: tx,
+        }
     }
 
     fn worker_commands(&mut self, i: usize, commands: &mut Vec<Command>, said: &mut Vec<String>) {

@@ -175,6 +175,24 @@ impl SubmitReply {
         }
     }
 
+    /// A batch's job that never reached the engine (the server stopped waiting for its part
+    /// of the batch): not submitted, to be sent again.
+    pub fn not_applied(job_id: Option<String>) -> Self {
+        SubmitReply {
+            outcome: "rejected_retryable".to_string(),
+            job_id,
+            reason: Some("unavailable".to_string()),
+            message: Some(
+                "not submitted: the server did not take this part of the batch in time; \
+                 submit it again"
+                    .to_string(),
+            ),
+            retry_after_ms: Some(1_000),
+            error: Some("unavailable".to_string()),
+            ..SubmitReply::default()
+        }
+    }
+
     /// The engine's answer, with the HTTP status it gets.
     pub fn from_admission(admission: &Admission, job_id: &str) -> (u16, SubmitReply) {
         let id = Some(job_id.to_string());

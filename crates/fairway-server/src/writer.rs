@@ -131,7 +131,12 @@ pub enum Command {
     Submit {
         /// The jobs.
         jobs: Vec<SubmitJob>,
-        /// Answers.
+        /// The rest of a large batch, in parts, while the HTTP side still reads them: the
+        /// writer applies `jobs` and then each part as it comes, in the same turn (one group
+        /// commit), until the sender is dropped. A part that has not come within
+        /// [`BATCH_PART_WAIT`] ends the batch there; the jobs not applied get no admission.
+        more: Option<Receiver<Vec<SubmitJob>>>,
+        /// Answers: one per job applied, in order.
         reply: Reply<Vec<Admission>>,
     },
     /// A job's status; `None` when unknown or (with `tenant`) another tenant's.
@@ -363,6 +368,12 @@ struct Outbox {
 /// the engine is never more than this many turns (each bounded by
 /// [`Limits::commit_batch_max`] commands) ahead of the disk.
 pub const PIPELINE_TURNS: usize = 2;
+
+/// How long the writer waits for the next part of a large batch ([`Command::Submit`]'s
+/// `more`) while the HTTP side reads it: reading a part takes well under a millisecond, and
+/// every other command waits meanwhile, so a part later than this ends the batch (its jobs and
+/// the rest get no admission and are answered `503`, not submitted).
+pub const BATCH_PART_WAIT: Duration = Duration::from_millis(50);
 
 /// How often an idle store side checks whether a staged snapshot's file is written, to put it
 /// in force ([`EventStore::settle_snapshot`]).
@@ -900,40 +911,59 @@ impl Turns {
         })
     }
 
+    /// Submits `jobs` to the engine in order, their admissions appended to `admissions`; the
+    /// payloads of the new ones wait in `out` for the commit.
+    fn submit(
+        &mut self,
+        now: Time,
+        jobs: Vec<SubmitJob>,
+        admissions: &mut Vec<Admission>,
+        out: &mut Outbox,
+    ) {
+        admissions.reserve(jobs.len());
+        for job in jobs {
+            let mut spec = job.spec;
+            if let Some(ms) = job.deadline_ms {
+                spec.deadline = Some(now.plus(Dur::from_millis(ms)));
+            }
+            let id = spec.id.clone();
+            let class = spec.class.clone();
+            let admission = self.engine.submit(now, spec);
+            self.observer.admitted(
+                &self.shared.metrics,
+                &self.engine,
+                now,
+                class.as_deref(),
+                &admission,
+            );
+            let new = matches!(
+                admission,
+                Admission::Accepted {
+                    duplicate: false,
+                    ..
+                } | Admission::Deferred {
+                    duplicate: false,
+                    ..
+                }
+            );
+            if new && let Some(blob) = job.blob {
+                out.puts.push((id, blob));
+            }
+            admissions.push(admission);
+        }
+    }
+
     /// Applies one command to the engine; its answer waits in `out` for the commit.
     fn apply(&mut self, now: Time, command: Command, out: &mut Outbox) {
         match command {
-            Command::Submit { jobs, reply } => {
+            Command::Submit { jobs, more, reply } => {
                 let mut admissions = Vec::with_capacity(jobs.len());
-                for job in jobs {
-                    let mut spec = job.spec;
-                    if let Some(ms) = job.deadline_ms {
-                        spec.deadline = Some(now.plus(Dur::from_millis(ms)));
+                self.submit(now, jobs, &mut admissions, out);
+                if let Some(more) = more {
+                    let spin = self.settings.limits.idle_spin();
+                    while let Ok(part) = recv_spinning(&more, spin, BATCH_PART_WAIT) {
+                        self.submit(now, part, &mut admissions, out);
                     }
-                    let id = spec.id.clone();
-                    let class = spec.class.clone();
-                    let admission = self.engine.submit(now, spec);
-                    self.observer.admitted(
-                        &self.shared.metrics,
-                        &self.engine,
-                        now,
-                        class.as_deref(),
-                        &admission,
-                    );
-                    let new = matches!(
-                        admission,
-                        Admission::Accepted {
-                            duplicate: false,
-                            ..
-                        } | Admission::Deferred {
-                            duplicate: false,
-                            ..
-                        }
-                    );
-                    if new && let Some(blob) = job.blob {
-                        out.puts.push((id, blob));
-                    }
-                    admissions.push(admission);
                 }
                 out.replies.push(ready(reply, admissions));
             }
@@ -1677,6 +1707,7 @@ mod tests {
                 deadline_ms: None,
                 blob: Some(StoredJob::encode(&default_demand(), Some(b"42"))),
             }],
+            more: None,
             reply,
         });
         let writer = fresh.writer(|store| store);
@@ -1727,6 +1758,7 @@ mod tests {
                 deadline_ms: None,
                 blob: None,
             }],
+            more: None,
             reply: submit_tx,
         };
         assert!(writer.step(Time::from_millis(2_000), vec![submit]).is_err());
@@ -1853,17 +1885,26 @@ mod tests {
             .map(|s| s.0)
     }
 
-    /// One submission of jobs `j{from}` .. `j{from + n - 1}` for tenant `acme`.
-    fn submit_many(from: usize, n: usize) -> Command {
-        let (reply, _rx) = oneshot::channel();
-        let jobs = (from..from + n)
+    /// Jobs `j{from}` .. `j{from + n - 1}` for tenant `acme`.
+    fn jobs(from: usize, n: usize) -> Vec<SubmitJob> {
+        (from..from + n)
             .map(|i| SubmitJob {
                 spec: JobSpec::new(format!("j{i}"), "acme"),
                 deadline_ms: None,
                 blob: None,
             })
-            .collect();
-        Command::Submit { jobs, reply }
+            .collect()
+    }
+
+    /// One submission of jobs `j{from}` .. `j{from + n - 1}` for tenant `acme`.
+    fn submit_many(from: usize, n: usize) -> Command {
+        let (reply, _rx) = oneshot::channel();
+        let jobs = jobs(from, n);
+        Command::Submit {
+            jobs,
+            more: None,
+            reply,
+        }
     }
 
     // Proves: the release hook runs after a stored snapshot, and not on turns that store none.
@@ -2094,6 +2135,7 @@ mod tests {
                 deadline_ms: None,
                 blob: None,
             }],
+            more: None,
             reply,
         })
     }
@@ -2173,6 +2215,83 @@ mod tests {
         let mut store = MemStore::open(w.disk);
         let (engine, _) = recover(&mut store, &settings(), Time::from_millis(2_000)).unwrap();
         assert!(engine.status("j1").is_none());
+    }
+
+    /// Whether `admissions` accept jobs `j0`, `j1`, ... in order, as new.
+    fn accepted_in_order(admissions: &[Admission]) -> bool {
+        admissions.iter().enumerate().all(|(i, a)| {
+            matches!(a, Admission::Accepted { job, duplicate: false } if *job == format!("j{i}"))
+        })
+    }
+
+    /// A batch sent in parts (`more`) is applied part after part as they come, in one turn:
+    /// the store commits it once, after the last part, and it is answered once, every job in
+    /// order; a restart finds them all.
+    #[test]
+    fn a_batch_in_parts_is_one_commit() {
+        let w = gated_writer();
+        let (more_tx, more_rx) = sync_channel(4);
+        let answer = send(&w.tx, |reply| Command::Submit {
+            jobs: jobs(0, 3),
+            more: Some(more_rx),
+            reply,
+        });
+        more_tx.send(jobs(3, 3)).unwrap();
+        more_tx.send(jobs(6, 2)).unwrap();
+        drop(more_tx);
+        w.entered.recv().unwrap();
+        w.gate.send(true).unwrap();
+        let admissions = answer.blocking_recv().unwrap().unwrap();
+        assert_eq!(admissions.len(), 8, "{admissions:?}");
+        assert!(accepted_in_order(&admissions), "{admissions:?}");
+        assert!(
+            w.entered.recv_timeout(Duration::from_millis(200)).is_err(),
+            "the batch took a second commit"
+        );
+        w.shared.shutdown.store(true, Ordering::Release);
+        w.tx.send(Command::Wake).unwrap();
+        w.gate.send(true).unwrap();
+        w.running.join().unwrap().unwrap();
+        let mut store = MemStore::open(w.disk);
+        let (engine, _) = recover(&mut store, &settings(), Time::from_millis(2_000)).unwrap();
+        for i in 0..8 {
+            let state = engine.status(&format!("j{i}")).map(|s| s.state);
+            assert_eq!(state, Some(JobState::Queued), "j{i}");
+        }
+    }
+
+    /// A part that has not come within `BATCH_PART_WAIT` ends the batch: the jobs applied so
+    /// far are committed and answered, the channel is closed to a later part, and its jobs
+    /// are never applied.
+    #[test]
+    fn a_late_part_ends_the_batch() {
+        let mut writer = fresh().writer(|store| store);
+        let (more_tx, more_rx) = sync_channel(4);
+        more_tx.send(jobs(2, 2)).unwrap();
+        let (reply, answer) = oneshot::channel();
+        let submit = Command::Submit {
+            jobs: jobs(0, 2),
+            more: Some(more_rx),
+            reply,
+        };
+        let started = Instant::now();
+        writer.step(Time::from_millis(2_000), vec![submit]).unwrap();
+        assert!(started.elapsed() >= BATCH_PART_WAIT);
+        let admissions = answer.blocking_recv().unwrap().unwrap();
+        assert_eq!(admissions.len(), 4, "{admissions:?}");
+        assert!(accepted_in_order(&admissions), "{admissions:?}");
+        assert!(
+            more_tx.try_send(jobs(4, 1)).is_err(),
+            "a late part was taken"
+        );
+        let (reply, seen) = oneshot::channel();
+        let status = Command::Status {
+            job: "j4".into(),
+            tenant: None,
+            reply,
+        };
+        writer.step(Time::from_millis(3_000), vec![status]).unwrap();
+        assert_eq!(seen.blocking_recv().unwrap().unwrap(), None);
     }
 
     /// The same turn with a working store answers after the commit: the submission is

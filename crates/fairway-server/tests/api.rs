@@ -174,6 +174,22 @@ async fn batch_submit_and_batch_complete() {
     assert_eq!(server.status("m0").await.0, 404);
 }
 
+/// A batch reply's listed results as (index, status, outcome).
+fn listed(reply: &Value) -> Vec<(u64, u64, &str)> {
+    reply["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["index"].as_u64().unwrap(),
+                r["status"].as_u64().unwrap(),
+                r["outcome"].as_str().unwrap(),
+            )
+        })
+        .collect()
+}
+
 /// `omit=accepted`: a batch's reply leaves out the jobs accepted as new under the ids their
 /// requests gave, counts them, and lists every other result (generated id, duplicate,
 /// deferred, malformed) with its job's index; a bad `omit` or an unknown parameter is refused
@@ -200,20 +216,8 @@ async fn batch_submit_can_leave_out_the_accepted() {
         .await;
     assert_eq!(code, 200, "{reply}");
     assert_eq!(reply["omitted"], 3, "{reply}");
-    let listed: Vec<(u64, u64, &str)> = reply["results"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| {
-            (
-                r["index"].as_u64().unwrap(),
-                r["status"].as_u64().unwrap(),
-                r["outcome"].as_str().unwrap(),
-            )
-        })
-        .collect();
     assert_eq!(
-        listed,
+        listed(&reply),
         [
             (1, 201, "accepted"),
             (2, 201, "accepted"),
@@ -263,6 +267,86 @@ async fn batch_submit_can_leave_out_the_accepted() {
         );
     }
     assert_eq!(server.status("never").await.0, 404);
+    server.stop().await.expect("clean stop");
+}
+
+/// A batch large enough to go to the writer in parts while it is read (1000 jobs, over 32 KiB)
+/// answers as a small one does: a malformed job, a generated id, a duplicate and a reused id
+/// in different parts each get their own result at their index, every other job is accepted
+/// and stored, the last part's too; a body that is not JSON at its very end submits nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_batch_answers_each_job_in_its_place() {
+    let dir = TempDir::new("batch-large");
+    let server = TestServer::start(dir.path(), |_| {}).await;
+    let payload = json!({"note": "a payload long enough to make the body large"});
+    let mut jobs: Vec<Value> = (0..1000)
+        .map(|i| json!({"id": format!("big{i}"), "tenant": "acme", "payload": payload}))
+        .collect();
+    jobs[5] = json!({"id": "big5", "tenant": "acme", "colour": "blue"});
+    jobs[300] = json!({"id": "big300", "tenant": "acme", "priority": "high"});
+    jobs[700] = json!({"tenant": "acme"});
+    jobs[900] = jobs[10].clone();
+    jobs[950] = json!({"id": "big20", "tenant": "acme", "priority": 7});
+    let body = json!({ "jobs": jobs });
+    assert!(body.to_string().len() > 32 * 1024);
+    let (code, reply) = server
+        .post("/v1/jobs/batch?omit=accepted", body.clone())
+        .await;
+    assert_eq!(code, 200, "{reply}");
+    assert_eq!(reply["omitted"], 995, "{reply}");
+    assert_eq!(
+        listed(&reply),
+        [
+            (5, 422, "rejected_final"),
+            (300, 422, "rejected_final"),
+            (700, 201, "accepted"),
+            (900, 201, "accepted"),
+            (950, 422, "rejected_final")
+        ],
+        "{reply}"
+    );
+    let results = &reply["results"];
+    assert!(
+        results[1]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("jobs[300]:")
+    );
+    assert_eq!(results[3]["job_id"], "big10");
+    assert_eq!(results[3]["duplicate"], true);
+    assert_eq!(results[4]["reason"], "id_reused");
+    let generated = results[2]["job_id"].as_str().unwrap();
+    for id in [generated, "big0", "big127", "big128", "big640", "big999"] {
+        let (code, status) = server.status(id).await;
+        assert_eq!(code, 200, "{id}: {status}");
+        assert_eq!(status["state"], "queued", "{id}");
+    }
+    assert_eq!(server.status("big5").await.0, 404);
+
+    // The same jobs again, every result listed: the named ones are duplicates now.
+    let (code, reply) = server.post("/v1/jobs/batch", body).await;
+    assert_eq!(code, 200, "{reply}");
+    let results = reply["results"].as_array().unwrap();
+    assert_eq!(results.len(), 1000);
+    assert!(
+        (0..1000)
+            .filter(|i| ![5, 300, 700, 950].contains(i))
+            .all(|i| results[i]["duplicate"] == true
+                && results[i]["job_id"] == format!("big{}", if i == 900 { 10 } else { i })),
+        "{reply}"
+    );
+    assert_eq!(results[700]["duplicate"], false);
+
+    // A large body broken at its very end: refused whole, its first job not submitted.
+    let fresh: Vec<Value> = (0..1000)
+        .map(|i| json!({"id": format!("torn{i}"), "tenant": "acme", "payload": payload}))
+        .collect();
+    let mut torn = json!({ "jobs": fresh }).to_string();
+    torn.pop();
+    let (code, e) = server.post_raw("/v1/jobs/batch", torn).await;
+    assert_eq!(code, 400, "{e}");
+    assert_eq!(e["error"], "malformed_json");
+    assert_eq!(server.status("torn0").await.0, 404);
     server.stop().await.expect("clean stop");
 }
 
