@@ -196,6 +196,8 @@ pub struct Report {
     pub events: u64,
     /// Jobs acknowledged as accepted.
     pub acked_jobs: u64,
+    /// Submissions sent in parts, as a large HTTP batch is (`Command::Submit`'s `more`).
+    pub parted_batches: u64,
     /// Jobs seen to succeed.
     pub succeeded: u64,
     /// Leases granted to the workers.
@@ -235,6 +237,7 @@ impl Report {
         self.commands += o.commands;
         self.events += o.events;
         self.acked_jobs += o.acked_jobs;
+        self.parted_batches += o.parted_batches;
         self.succeeded += o.succeeded;
         self.leases += o.leases;
         self.gang_leases += o.gang_leases;
@@ -257,12 +260,13 @@ impl Report {
     /// One line of figures.
     pub fn summary(&self) -> String {
         format!(
-            "{} steps, {} commands, {} events, {} jobs acknowledged, {} succeeded, {} leases ({} of gangs); \
+            "{} steps, {} commands ({} batches in parts), {} events, {} jobs acknowledged, {} succeeded, {} leases ({} of gangs); \
              faults: {} failed commits, {} torn commits, {} crashes before replies, {} clean \
              restarts, {} clock jumps, {} worker deaths; {} snapshots ({} failed, {} of them \
              written, {} torn); {} stale calls refused",
             self.steps,
             self.commands,
+            self.parted_batches,
             self.events,
             self.acked_jobs,
             self.succeeded,
@@ -1205,7 +1209,7 @@ impl Sim {
     }
 
     fn submit(&mut self, ids: Vec<String>) -> Command {
-        let jobs = ids
+        let mut jobs: Vec<SubmitJob> = ids
             .iter()
             .map(|id| {
                 let (spec, blob, deadline_ms) = &self.specs[id];
@@ -1216,11 +1220,25 @@ impl Sim {
                 }
             })
             .collect();
+        // Now and then the batch comes in parts, as a large HTTP batch does (`more`; here
+        // every part is there before the turn): the answers must be the same.
+        let more = (jobs.len() >= 2 && self.rng.chance(300)).then(|| {
+            let (parts, more) = std::sync::mpsc::sync_channel(jobs.len());
+            let cut = 1 + self.rng.below(jobs.len() as u64 - 1) as usize;
+            let mut rest = jobs.split_off(cut);
+            while !rest.is_empty() {
+                let tail = rest.split_off(1 + self.rng.below(rest.len() as u64) as usize);
+                parts.send(rest).expect("room for every part");
+                rest = tail;
+            }
+            self.report.parted_batches += 1;
+            more
+        });
         let (tx, rx) = oneshot::channel();
         self.waiting.push(Waiting::Submit { ids, rx });
         Command::Submit {
             jobs,
-            more: None,
+            more,
             reply: tx,
         }
     }
@@ -1424,6 +1442,13 @@ impl Sim {
                     self.retry.extend(ids);
                     return Ok(());
                 };
+                if admissions.len() != ids.len() {
+                    return Err(format!(
+                        "a submission of {} jobs got {} admissions: one per job, in order",
+                        ids.len(),
+                        admissions.len()
+                    ));
+                }
                 for (id, a) in ids.iter().zip(admissions) {
                     said.push(format!("{id} {}", a.outcome()));
                     let duplicate = matches!(

@@ -52,6 +52,10 @@ fn random_seeds_pass() {
         total.events > 0 && total.acked_jobs > 0,
         "the simulation did nothing: {total:?}"
     );
+    assert!(
+        env("FAIRWAY_VOPR_SEED").is_some() || total.parted_batches > 0,
+        "no batch came in parts: {total:?}"
+    );
 }
 
 /// The same seed gives the same run, to the event.
