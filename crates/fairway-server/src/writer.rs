@@ -370,10 +370,12 @@ struct Outbox {
 pub const PIPELINE_TURNS: usize = 2;
 
 /// How long the writer waits for the next part of a large batch ([`Command::Submit`]'s
-/// `more`) while the HTTP side reads it: reading a part takes well under a millisecond, and
-/// every other command waits meanwhile, so a part later than this ends the batch (its jobs and
-/// the rest get no admission and are answered `503`, not submitted).
-pub const BATCH_PART_WAIT: Duration = Duration::from_millis(50);
+/// `more`) while the HTTP side reads it. Reading a part takes well under a millisecond, so a
+/// wait this long means the reading thread is starved of CPU (a busy two-core machine
+/// preempts a runnable thread for a few scheduler periods, tens of milliseconds); every other
+/// command waits meanwhile, so a part later than this ends the batch: its jobs and the rest
+/// get no admission and are answered `503`, not submitted.
+pub const BATCH_PART_WAIT: Duration = Duration::from_millis(500);
 
 /// How often an idle store side checks whether a staged snapshot's file is written, to put it
 /// in force ([`EventStore::settle_snapshot`]).
