@@ -121,6 +121,9 @@ pub struct Metrics {
     pub admissions: Family<AdmissionLabels, Counter>,
     /// Resubmissions of a known id (they create nothing).
     pub duplicates: Counter,
+    /// Large batches the writer stopped waiting for: a part came later than
+    /// [`crate::writer::BATCH_PART_WAIT`], and the jobs not applied were answered 503.
+    pub batch_parts_late: Counter,
     /// Estimated work accepted or deferred, in worker-seconds, by class.
     pub admitted_work: Family<ClassOutcomeLabels, Counter<f64, AtomicU64>>,
     /// Jobs that reached a final state, by class and state.
@@ -186,6 +189,7 @@ impl Metrics {
         let m = Metrics {
             admissions: Family::default(),
             duplicates: Counter::default(),
+            batch_parts_late: Counter::default(),
             admitted_work: Family::default(),
             ended: Family::default(),
             expired_work: Family::default(),
@@ -231,6 +235,13 @@ impl Metrics {
                 "Resubmissions of a known job id (they create nothing)",
                 false,
                 Box::new(m.duplicates.clone()),
+            ),
+            (
+                "batch_parts_late",
+                "Large batches ended early: a part came later than 500 ms (the server starved of \
+                 CPU); their jobs not applied were answered 503",
+                false,
+                Box::new(m.batch_parts_late.clone()),
             ),
             (
                 "admitted_work",

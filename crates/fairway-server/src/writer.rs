@@ -963,8 +963,21 @@ impl Turns {
                 self.submit(now, jobs, &mut admissions, out);
                 if let Some(more) = more {
                     let spin = self.settings.limits.idle_spin();
-                    while let Ok(part) = recv_spinning(&more, spin, BATCH_PART_WAIT) {
-                        self.submit(now, part, &mut admissions, out);
+                    loop {
+                        match recv_spinning(&more, spin, BATCH_PART_WAIT) {
+                            Ok(part) => self.submit(now, part, &mut admissions, out),
+                            Err(RecvTimeoutError::Disconnected) => break,
+                            Err(RecvTimeoutError::Timeout) => {
+                                warn!(
+                                    applied = admissions.len(),
+                                    "a large batch's next part did not come within {} ms; its \
+                                     jobs not applied are answered 503",
+                                    BATCH_PART_WAIT.as_millis()
+                                );
+                                self.shared.metrics.batch_parts_late.inc();
+                                break;
+                            }
+                        }
                     }
                 }
                 out.replies.push(ready(reply, admissions));
@@ -2246,6 +2259,7 @@ mod tests {
         let admissions = answer.blocking_recv().unwrap().unwrap();
         assert_eq!(admissions.len(), 8, "{admissions:?}");
         assert!(accepted_in_order(&admissions), "{admissions:?}");
+        assert_eq!(w.shared.metrics.batch_parts_late.get(), 0);
         assert!(
             w.entered.recv_timeout(Duration::from_millis(200)).is_err(),
             "the batch took a second commit"
@@ -2263,11 +2277,13 @@ mod tests {
     }
 
     /// A part that has not come within `BATCH_PART_WAIT` ends the batch: the jobs applied so
-    /// far are committed and answered, the channel is closed to a later part, and its jobs
-    /// are never applied.
+    /// far are committed and answered, the late batch is counted, the channel is closed to a
+    /// later part, and its jobs are never applied.
     #[test]
     fn a_late_part_ends_the_batch() {
-        let mut writer = fresh().writer(|store| store);
+        let fresh = fresh();
+        let shared = fresh.shared.clone();
+        let mut writer = fresh.writer(|store| store);
         let (more_tx, more_rx) = sync_channel(4);
         more_tx.send(jobs(2, 2)).unwrap();
         let (reply, answer) = oneshot::channel();
@@ -2279,6 +2295,7 @@ mod tests {
         let started = Instant::now();
         writer.step(Time::from_millis(2_000), vec![submit]).unwrap();
         assert!(started.elapsed() >= BATCH_PART_WAIT);
+        assert_eq!(shared.metrics.batch_parts_late.get(), 1);
         let admissions = answer.blocking_recv().unwrap().unwrap();
         assert_eq!(admissions.len(), 4, "{admissions:?}");
         assert!(accepted_in_order(&admissions), "{admissions:?}");
