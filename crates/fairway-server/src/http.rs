@@ -530,10 +530,10 @@ async fn submit_batch(
                 slots.push(Ok(ids.len()));
                 ids.push(job.spec.id.clone());
                 part.push(job);
-                let full_at = if outgoing.answer.is_none() {
-                    first_len
-                } else {
+                let full_at = if outgoing.started() {
                     part_len
+                } else {
+                    first_len
                 };
                 if part.len() == full_at && i + 1 < count {
                     let full = std::mem::replace(&mut part, Vec::with_capacity(part_len));
@@ -661,6 +661,11 @@ impl Outgoing {
             answer: None,
             more: None,
         }
+    }
+
+    /// Whether the first part has gone.
+    fn started(&self) -> bool {
+        self.answer.is_some()
     }
 
     /// Sends a part (`last`: the batch's last). The first fails as any command would (nothing
