@@ -631,12 +631,13 @@ fn batch_items(body: &[u8]) -> Result<BatchItems<'_>, ApiError> {
         #[serde(borrow)]
         jobs: Vec<&'a serde_json::value::RawValue>,
     }
-    if body.len() >= LARGE_BATCH_BYTES
-        && let Ok(batch) = serde_json::from_slice::<Texts>(body)
-    {
-        return Ok(BatchItems::Texts(batch.jobs));
-    }
-    if let Ok(batch) = serde_json::from_slice::<WellFormed>(body) {
+    if body.len() >= LARGE_BATCH_BYTES {
+        if let Ok(batch) = serde_json::from_slice::<Texts>(body) {
+            return Ok(BatchItems::Texts(batch.jobs));
+        }
+        // Not JSON, or a field besides `jobs`: no stricter reading can succeed, so only the
+        // one that names the problem is left.
+    } else if let Ok(batch) = serde_json::from_slice::<WellFormed>(body) {
         return Ok(BatchItems::Read(batch.jobs.into_iter().map(Ok).collect()));
     }
     let batch: BatchSubmitBody = parse_json(body)?;

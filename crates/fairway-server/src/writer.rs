@@ -959,7 +959,7 @@ impl Turns {
     fn apply(&mut self, now: Time, command: Command, out: &mut Outbox) {
         match command {
             Command::Submit { jobs, more, reply } => {
-                let mut admissions = Vec::with_capacity(jobs.len());
+                let mut admissions = Vec::new();
                 self.submit(now, jobs, &mut admissions, out);
                 if let Some(more) = more {
                     let spin = self.settings.limits.idle_spin();
