@@ -2264,9 +2264,10 @@ mod tests {
             w.entered.recv_timeout(Duration::from_millis(200)).is_err(),
             "the batch took a second commit"
         );
+        // Shutting down commits nothing more, so the gate is not opened again: the writer may
+        // already have dropped the store, and the gate's receiver with it.
         w.shared.shutdown.store(true, Ordering::Release);
         w.tx.send(Command::Wake).unwrap();
-        w.gate.send(true).unwrap();
         w.running.join().unwrap().unwrap();
         let mut store = MemStore::open(w.disk);
         let (engine, _) = recover(&mut store, &settings(), Time::from_millis(2_000)).unwrap();
