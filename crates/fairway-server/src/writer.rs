@@ -2202,7 +2202,8 @@ mod tests {
         let seen = read.blocking_recv().unwrap().unwrap();
         assert_eq!(seen.map(|s| s.state), Some(JobState::Queued));
         w.shared.shutdown.store(true, Ordering::Release);
-        w.tx.send(Command::Wake).unwrap();
+        // Wakes a waiting writer; one that saw the flag on its own has hung up already.
+        let _ = w.tx.send(Command::Wake);
         w.running.join().unwrap().unwrap();
     }
 
@@ -2217,9 +2218,12 @@ mod tests {
         w.entered.recv().unwrap();
         let read = status(&w.tx, "j1");
         await_taken(&w.shared, 2);
-        // Fail turn 1's commit, and any other the store side would wrongly go on to try.
-        for _ in 0..3 {
-            w.gate.send(false).unwrap();
+        // Fail turn 1's commit, and any other the store side would wrongly go on to try. Once
+        // the first has failed, the writer may stop and drop the store, the gate's receiver
+        // with it, before the test sends the next: those sends may find no one.
+        w.gate.send(false).unwrap();
+        for _ in 0..2 {
+            let _ = w.gate.send(false);
         }
         assert_eq!(first.blocking_recv().unwrap(), Err(Unavailable));
         assert_eq!(read.blocking_recv().unwrap(), Err(Unavailable));
@@ -2267,7 +2271,8 @@ mod tests {
         // Shutting down commits nothing more, so the gate is not opened again: the writer may
         // already have dropped the store, and the gate's receiver with it.
         w.shared.shutdown.store(true, Ordering::Release);
-        w.tx.send(Command::Wake).unwrap();
+        // Wakes a waiting writer; one that saw the flag on its own has hung up already.
+        let _ = w.tx.send(Command::Wake);
         w.running.join().unwrap().unwrap();
         let mut store = MemStore::open(w.disk);
         let (engine, _) = recover(&mut store, &settings(), Time::from_millis(2_000)).unwrap();
