@@ -18,18 +18,27 @@
 //! **Bounded.** When [`MAX_UNAPPLIED_COMMITS`] commits or [`MAX_UNAPPLIED_BYTES`] are not in
 //! redb yet, the next commit waits for the thread (backpressure, never an unbounded queue).
 //!
+//! **Durable points.** A snapshot whose file is written is put in force here too
+//! ([`Applier::install`]): once redb holds every commit the store had taken when it asked, the
+//! thread runs the durable transaction that records the snapshot and prunes the events it
+//! covers ([`install_snapshot`]), and the store learns it at its next look
+//! ([`Applier::installed`]), with the last commit made durable with it, so that its log can
+//! start again. The store asks for a durable point without a snapshot the same way when its
+//! log is half full. So neither the drain before one nor its `fsync` holds up a commit.
+//!
 //! **Failure.** A failed transaction stops the thread; the store's next commit or drain
 //! returns its error, and the store poisons itself (the log still holds every commit, so a
 //! restart replays them).
 
-use crate::StoreError;
-use crate::redb_store::write_entries;
+use crate::redb_store::{install_snapshot, make_durable, write_entries};
 use crate::wal::Entry;
+use crate::{Lsn, StoreError};
 use fairway_core::hash::hash_str as hash;
 use hashbrown::HashTable;
 use hashbrown::hash_table::Entry as Found;
 use redb::{Database, Durability};
 use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::thread::JoinHandle;
 
@@ -60,6 +69,35 @@ struct State {
     failed: Option<StoreError>,
     /// Set when the store closes: the thread applies what it was handed, then ends.
     stop: bool,
+    /// The durable point to make once redb holds commit `after`, until it is made.
+    install: Option<Install>,
+    /// The durable point made (its snapshot put in force, if any), and the last commit redb
+    /// held, durably, with it.
+    installed: Option<(Option<Lsn>, u64)>,
+}
+
+/// A durable point (with a snapshot whose file is written, or none), waiting for the commits
+/// before it to be in redb.
+struct Install {
+    lsn: Option<Lsn>,
+    dir: PathBuf,
+    after: u64,
+    /// The thread has begun its transaction.
+    begun: bool,
+}
+
+impl State {
+    /// The install to begin now (its snapshot and data directory): requested, not begun, with
+    /// every commit before it in redb.
+    fn install_due(&mut self) -> Option<(Option<Lsn>, PathBuf)> {
+        let applied = self.applied;
+        let install = self
+            .install
+            .as_mut()
+            .filter(|i| !i.begun && i.after <= applied)?;
+        install.begun = true;
+        Some((install.lsn, install.dir.clone()))
+    }
 }
 
 /// The latest write of a payload not yet in redb, as [`Applier::pending`] finds it.
@@ -150,6 +188,8 @@ impl Applier {
                 applied,
                 failed: None,
                 stop: false,
+                install: None,
+                installed: None,
             }),
             work: Condvar::new(),
             progress: Condvar::new(),
@@ -217,6 +257,52 @@ impl Applier {
         self.forget_applied();
         debug_assert!(self.unapplied.is_empty() && self.index.is_empty());
         Ok(())
+    }
+
+    /// Asks the thread for a durable point once redb holds every commit taken so far: the
+    /// snapshot at `lsn`, whose file in `dir` is written, put in force (the commit holding the
+    /// event at `lsn` is among those), or, with `None`, the commits alone made durable;
+    /// [`Applier::installed`] says when it is made. One at a time.
+    pub(crate) fn install(&mut self, lsn: Option<Lsn>, dir: &Path) -> Result<(), StoreError> {
+        self.check_failed()?;
+        let after = self.unapplied.back().map_or(0, |u| u.seq);
+        self.hand_over();
+        let mut state = lock(&self.shared.state);
+        debug_assert!(state.install.is_none() && state.installed.is_none());
+        state.install = Some(Install {
+            lsn,
+            dir: dir.to_owned(),
+            after,
+            begun: false,
+        });
+        self.shared.work.notify_one();
+        Ok(())
+    }
+
+    /// The durable point the thread has made since it was asked (its snapshot, if any), with
+    /// the number of the last commit made durable with it; `None` while it has not. With
+    /// `wait`, waits for it (or the thread's failure).
+    pub(crate) fn installed(
+        &mut self,
+        wait: bool,
+    ) -> Result<Option<(Option<Lsn>, u64)>, StoreError> {
+        let installed = {
+            let mut state = lock(&self.shared.state);
+            while wait
+                && state.installed.is_none()
+                && state.install.is_some()
+                && state.failed.is_none()
+            {
+                state = self
+                    .shared
+                    .progress
+                    .wait(state)
+                    .unwrap_or_else(|e| e.into_inner());
+            }
+            state.installed.take()
+        };
+        self.check_failed()?;
+        Ok(installed)
     }
 
     /// Brings the index up to date with every commit not yet in redb; call it before
@@ -346,19 +432,53 @@ impl Drop for Applier {
     }
 }
 
-/// The applier thread: one transaction for everything handed over since the last, until
-/// told to stop or a transaction fails.
+/// What the thread does next.
+enum Work {
+    Apply(Vec<Arc<Entry>>),
+    /// A durable point to make (the snapshot to put in force, if any, and the data
+    /// directory), with the last commit redb holds.
+    Install(Option<Lsn>, PathBuf, u64),
+}
+
+/// The applier thread: one transaction for everything handed over since the last, and a
+/// durable point's as soon as it is due (before more commits, so that a busy store does not
+/// put it off), until told to stop or a transaction fails.
 fn run(db: &Database, shared: &Shared) {
     loop {
-        let batch = {
+        let work = {
             let mut state = lock(&shared.state);
-            while state.handed.is_empty() && !state.stop {
+            loop {
+                if let Some((lsn, dir)) = state.install_due() {
+                    break Work::Install(lsn, dir, state.applied);
+                }
+                if !state.handed.is_empty() {
+                    break Work::Apply(std::mem::take(&mut state.handed));
+                }
+                if state.stop {
+                    return;
+                }
                 state = shared.work.wait(state).unwrap_or_else(|e| e.into_inner());
             }
-            if state.handed.is_empty() {
-                return;
+        };
+        let batch = match work {
+            Work::Apply(batch) => batch,
+            Work::Install(lsn, dir, through) => {
+                let result = match lsn {
+                    Some(lsn) => install_snapshot(db, &dir, lsn),
+                    None => make_durable(db, through),
+                };
+                let mut state = lock(&shared.state);
+                shared.progress.notify_all();
+                state.install = None;
+                match result {
+                    Ok(()) => state.installed = Some((lsn, through)),
+                    Err(error) => {
+                        state.failed = Some(error);
+                        return;
+                    }
+                }
+                continue;
             }
-            std::mem::take(&mut state.handed)
         };
         let result = write_entries(db, &batch, Durability::None);
         let mut state = lock(&shared.state);
@@ -498,5 +618,38 @@ mod tests {
             200,
             "every commit's payload is in redb"
         );
+    }
+
+    // Proves: a snapshot is put in force by the thread, not by the store's calls: while the
+    // thread cannot write (a write transaction held on redb), asking for it and taking more
+    // commits return at once, and it is not in force; once the thread can write, it is, after
+    // every commit taken before the request (the last one redb held then is at least that one),
+    // with the snapshot recorded in `meta`.
+    #[test]
+    fn a_snapshot_is_put_in_force_by_the_thread_while_commits_go_on() {
+        let dir = TempDir::new("applier-install");
+        std::fs::create_dir_all(dir.path()).unwrap();
+        let db = Arc::new(Database::create(dir.path().join("install.redb")).unwrap());
+        let blocker = db.begin_write().unwrap();
+        let mut applier = Applier::start(db.clone(), 0).unwrap();
+        for seq in 1..=3 {
+            applier.push(entry(seq)).unwrap();
+        }
+        applier.install(Some(2), dir.path()).unwrap();
+        applier.push(entry(4)).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(applier.installed(false).unwrap(), None);
+        drop(blocker);
+        let (lsn, through) = applier.installed(true).unwrap().expect("in force");
+        assert_eq!(lsn, Some(2));
+        assert!(through >= 3, "in force after commit {through}");
+        assert_eq!(applier.installed(false).unwrap(), None, "reported once");
+        applier.drain().unwrap();
+        let read = db.begin_read().unwrap();
+        let meta = read
+            .open_table(redb::TableDefinition::<&str, u64>::new("meta"))
+            .unwrap();
+        assert_eq!(meta.get("snapshot_lsn").unwrap().unwrap().value(), 2);
+        assert_eq!(meta.get("wal_seq").unwrap().unwrap().value(), 4);
     }
 }

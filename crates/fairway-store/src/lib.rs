@@ -38,7 +38,7 @@ pub use postgres::{Fence, LeaderRow, Leadership, PgStore};
 #[doc(hidden)]
 pub use redb_store::set_format_version_for_test;
 pub use redb_store::{DB_FILE_NAME, FORMAT_VERSION, RedbStore};
-pub use wal::WAL_FILE_NAME;
+pub use wal::{WAL_FILE_NAME, WAL_FILE_NAME_2};
 
 /// A log sequence number: 1 for the first event ever committed, then contiguous. 0 means "before
 /// any event".
@@ -149,7 +149,9 @@ pub trait EventStore: Send {
     /// Puts a snapshot staged by [`EventStore::stage_snapshot`] in force: waiting for it to be
     /// written if `wait` (after a clean stop's snapshot, so that the next start replays
     /// nothing), else only if it is written already (an idle server's, so that a restart
-    /// does not replay what it covers). Returns whether one is still staged.
+    /// does not replay what it covers). Returns whether one is still staged, or any other
+    /// work the backend does beside the commits is still under way (the redb store's durable
+    /// points): a caller that goes idle calls again until it is not.
     fn settle_snapshot(&mut self, wait: bool) -> Result<bool, StoreError> {
         let _ = wait;
         Ok(false)

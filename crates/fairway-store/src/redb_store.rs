@@ -35,7 +35,7 @@
 
 use crate::applier::{Applier, Pending};
 use crate::codec::{self, CodecError};
-use crate::wal::{self, Entry, Wal};
+use crate::wal::{self, Entry, WAL_LIMIT, Wal};
 use crate::{Batch, EventStore, Lsn, Recovered, SnapshotBytes, StoreError};
 use redb::{
     Database, Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition,
@@ -64,7 +64,11 @@ pub const DB_FILE_NAME: &str = "fairway.redb";
 /// - 4: commits made durable by the write-ahead log `fairway.wal`, numbered by `meta`'s
 ///   `wal_seq`. A build that does not know the log would lose the commits it holds, so it must
 ///   refuse the file; a file of format 3 has no log and is one of format 4 already.
-pub const FORMAT_VERSION: u64 = 4;
+/// - 5: the log in two files, `fairway.wal` and `fairway.wal.2` (the log moves between them at
+///   durable points, see [`Wal`]). A build of format 4 would read the first only and lose the
+///   commits the second holds, so it must refuse the file; a file of format 4 has one log
+///   file and is one of format 5 already.
+pub const FORMAT_VERSION: u64 = 5;
 
 /// redb's page cache. redb keeps every page it writes in it (up to this size), but the store
 /// reads back only payloads (recent ones, as jobs are leased) and, once at start, the log: a
@@ -160,13 +164,17 @@ pub struct RedbStore {
     /// A snapshot whose file is being written while commits go on
     /// ([`EventStore::stage_snapshot`]).
     staged: Option<Staged>,
+    /// A durable point the applier thread is making: a snapshot whose file is written, put in
+    /// force, with its bytes (freed once it is in force, as [`Staged`] says), or none, for the
+    /// log alone.
+    installing: Option<(Option<Lsn>, Option<SnapshotBytes>)>,
 }
 
 /// A staged snapshot: its LSN, and the thread writing its file, which hands the bytes back.
-/// They are freed once the snapshot is in force, after the applier's drain, as
+/// They are freed once the snapshot is in force, after redb holds every commit before it, as
 /// `put_snapshot`'s are: the server returns freed memory to the OS as they are freed, and
-/// freed before the drain a filled server held 6 to 19 more bytes a job (BENCHMARKS.md,
-/// item 52).
+/// freed before the applier's drain a filled server held 6 to 19 more bytes a job
+/// (BENCHMARKS.md, item 52).
 struct Staged {
     lsn: Lsn,
     writing: std::thread::JoinHandle<(Result<(), StoreError>, SnapshotBytes)>,
@@ -181,6 +189,7 @@ impl std::fmt::Debug for RedbStore {
             .field("poisoned", &self.poisoned.get())
             .field("wal_seq", &self.wal_seq)
             .field("staged", &self.staged.as_ref().map(|s| s.lsn))
+            .field("installing", &self.installing.as_ref().map(|(lsn, _)| *lsn))
             .finish()
     }
 }
@@ -222,9 +231,9 @@ impl RedbStore {
             None => init_tables(&db)?,
         }
         // Before anything reads the tables: the commits only the log holds go into redb.
-        let (mut wal, content) = Wal::open(dir)?;
-        let wal_seq = replay_wal(&db, &content, read_wal_seq(&db)?)?;
-        drop(content);
+        let (mut wal, contents) = Wal::open(dir)?;
+        let wal_seq = replay_wal(&db, &contents, read_wal_seq(&db)?)?;
+        drop(contents);
         wal.restart();
         // The log's directory entry, if it was just created (redb's file is synced below).
         sync_dir(dir)?;
@@ -269,6 +278,7 @@ impl RedbStore {
             wal,
             wal_seq,
             staged: None,
+            installing: None,
         })
     }
 
@@ -427,31 +437,53 @@ impl RedbStore {
         Ok(())
     }
 
-    /// Puts the staged snapshot in force once its file is written: waiting for the file if
-    /// `wait`, else only if it is already written. A failure to write it poisons the store.
+    /// Moves the staged snapshot on towards being in force, without making commits wait for
+    /// redb: once its file is written, the applier thread is asked to put it in force after
+    /// the commits taken so far (a durable point, see `crate::applier`); once it has, the
+    /// snapshot is in force here too, and the log starts again or moves to its other file
+    /// ([`Wal::switch`]). With `wait`, waits for every step; else takes only those already
+    /// done. A failure of any poisons the store.
+    ///
+    /// Done on the store thread, the applier's drain and the durable transaction held every
+    /// commit for 40 to 55 ms at each snapshot (on machine AA of BENCHMARKS.md, item 76:
+    /// tenant B's 200 jobs waited that long behind tenant A's 20,000 in 6 runs of 10).
     fn settle(&mut self, wait: bool) -> Result<(), StoreError> {
-        let Some(staged) = self.staged.take_if(|s| wait || s.writing.is_finished()) else {
-            return Ok(());
-        };
-        let (written, bytes) = match staged.writing.join() {
-            Ok((written, bytes)) => (written, Some(bytes)),
-            Err(_) => {
-                let panicked = StoreError::Backend {
-                    context: format!("writing the snapshot at LSN {}", staged.lsn),
-                    message: "its writer thread panicked".into(),
+        loop {
+            if self.installing.is_some() {
+                let result = self.applier.get_mut().installed(wait);
+                let Some((lsn, through)) = self.poison_on_error(result)? else {
+                    return Ok(());
                 };
-                (Err(panicked), None)
+                // Freed last, as `put_snapshot`'s are: their owner learns then that the
+                // snapshot's work is over (and the server returns what it freed to the OS).
+                self.installing = None;
+                if lsn.is_some() {
+                    self.snapshot_lsn = lsn;
+                }
+                let result = self.wal.switch(through);
+                self.poison_on_error(result)?;
             }
-        };
-        let result = written
-            .and_then(|()| self.apply_unapplied())
-            .and_then(|()| self.install_snapshot(staged.lsn));
-        // Freed last, as `put_snapshot`'s are: their owner learns then that the snapshot's
-        // work is over (and the server returns what it freed to the OS).
-        drop(bytes);
-        self.poison_on_error(result)?;
-        self.snapshot_lsn = Some(staged.lsn);
-        Ok(())
+            let Some(staged) = self.staged.take_if(|s| wait || s.writing.is_finished()) else {
+                return Ok(());
+            };
+            let (written, bytes) = match staged.writing.join() {
+                Ok((written, bytes)) => (written, Some(bytes)),
+                Err(_) => {
+                    let panicked = StoreError::Backend {
+                        context: format!("writing the snapshot at LSN {}", staged.lsn),
+                        message: "its writer thread panicked".into(),
+                    };
+                    (Err(panicked), None)
+                }
+            };
+            let result =
+                written.and_then(|()| self.applier.get_mut().install(Some(staged.lsn), &self.dir));
+            self.poison_on_error(result)?;
+            self.installing = Some((Some(staged.lsn), bytes));
+            if !wait {
+                return Ok(());
+            }
+        }
     }
 
     fn check_poisoned(&self) -> Result<(), StoreError> {
@@ -503,11 +535,18 @@ impl RedbStore {
         self.applier.get_mut().check_failed()?;
         let logged = wal::encode(&entry)?;
         if self.wal.fits(logged.len()) {
-            self.wal.append(&logged)?;
+            self.wal.append(&logged, entry.seq)?;
             drop(logged);
             // Durable: its redb transaction can wait (see `crate::applier`).
             self.wal_seq = entry.seq;
             self.applier.get_mut().push(entry)?;
+            if self.wal.active_tail() >= WAL_LIMIT / 2 && self.installing.is_none() {
+                // Half full: a durable point in redb, on the applier thread, lets the log move
+                // to its other file before this one fills (a checkpoint here would hold this
+                // thread, and every commit behind it, for the drain and the sync).
+                self.applier.get_mut().install(None, &self.dir)?;
+                self.installing = Some((None, None));
+            }
         } else {
             // A checkpoint: redb itself makes this commit, and every one before, durable.
             drop(logged);
@@ -526,56 +565,69 @@ impl RedbStore {
     fn put_snapshot_inner(&mut self, lsn: Lsn, bytes: &[u8]) -> Result<(), StoreError> {
         crate::check_snapshot_lsn(lsn, self.last_lsn, self.snapshot_lsn)?;
         write_snapshot_file(&self.dir, lsn, bytes)?;
-        self.install_snapshot(lsn)
-    }
-
-    /// Puts the snapshot whose file is written at `lsn` in force: recorded, and the events it
-    /// covers and the older snapshots pruned, in one durable transaction; then the log starts
-    /// again. Every commit must be applied to redb first.
-    fn install_snapshot(&mut self, lsn: Lsn) -> Result<(), StoreError> {
-        let mut txn = self
-            .db
-            .begin_write()
-            .map_err(|e| StoreError::backend("beginning a snapshot", e))?;
-        txn.set_durability(Durability::Immediate)
-            .map_err(|e| StoreError::backend("setting durability", e))?;
-        {
-            let mut meta = txn
-                .open_table(META)
-                .map_err(|e| StoreError::backend("opening table meta", e))?;
-            meta.insert(SNAPSHOT_KEY, lsn)
-                .map_err(|e| StoreError::backend("recording a snapshot", e))?;
-            // Pruning in the same transaction: the snapshot and the pruning become durable
-            // together, so there is never a moment with neither the events nor the snapshot.
-            // A snapshot of format 2 in the table is older than this one.
-            let mut snapshots = txn
-                .open_table(SNAPSHOTS)
-                .map_err(|e| StoreError::backend("opening table snapshots", e))?;
-            snapshots
-                .retain_in(0..=u64::MAX, |_, _| false)
-                .map_err(|e| StoreError::backend("pruning older snapshots", e))?;
-            let mut events = txn
-                .open_table(EVENTS)
-                .map_err(|e| StoreError::backend("opening table events", e))?;
-            // Exact by LSN: a group holding events on both sides of `lsn` keeps those after
-            // it, as a group of its own keyed `lsn + 1`.
-            let kept = after_in_group(&events, lsn)?;
-            events
-                .retain_in(..=lsn, |_, _| false)
-                .map_err(|e| StoreError::backend("pruning events", e))?;
-            if let Some(kept) = kept {
-                events
-                    .insert(lsn + 1, kept.as_slice())
-                    .map_err(|e| StoreError::backend("pruning events", e))?;
-            }
-        }
-        txn.commit()
-            .map_err(|e| StoreError::backend("committing a snapshot", e))?;
-        // Durable, and with it every commit before: the log starts again.
+        install_snapshot(&self.db, &self.dir, lsn)?;
+        // Every commit was applied first, and is durable with it: the log starts again.
         self.wal.restart();
-        delete_other_snapshot_files(&self.dir, Some(lsn));
         Ok(())
     }
+}
+
+/// Makes every commit `db` holds durable, up to commit `through`, the last: one durable
+/// transaction. Called by the applier thread for a durable point without a snapshot.
+pub(crate) fn make_durable(db: &Database, through: u64) -> Result<(), StoreError> {
+    write_meta(
+        db,
+        WAL_SEQ_KEY,
+        through,
+        "making the commits durable in redb",
+    )
+}
+
+/// Puts the snapshot whose file in `dir` is written at `lsn` in force in `db`: recorded, and
+/// the events it covers and the older snapshots pruned, in one durable transaction, which makes
+/// every commit redb holds durable too; then the other snapshot files are deleted. redb must
+/// hold the commit of the event at `lsn` already. Called by the store thread
+/// (`put_snapshot`) and by the applier thread (`stage_snapshot`).
+pub(crate) fn install_snapshot(db: &Database, dir: &Path, lsn: Lsn) -> Result<(), StoreError> {
+    let mut txn = db
+        .begin_write()
+        .map_err(|e| StoreError::backend("beginning a snapshot", e))?;
+    txn.set_durability(Durability::Immediate)
+        .map_err(|e| StoreError::backend("setting durability", e))?;
+    {
+        let mut meta = txn
+            .open_table(META)
+            .map_err(|e| StoreError::backend("opening table meta", e))?;
+        meta.insert(SNAPSHOT_KEY, lsn)
+            .map_err(|e| StoreError::backend("recording a snapshot", e))?;
+        // Pruning in the same transaction: the snapshot and the pruning become durable
+        // together, so there is never a moment with neither the events nor the snapshot.
+        // A snapshot of format 2 in the table is older than this one.
+        let mut snapshots = txn
+            .open_table(SNAPSHOTS)
+            .map_err(|e| StoreError::backend("opening table snapshots", e))?;
+        snapshots
+            .retain_in(0..=u64::MAX, |_, _| false)
+            .map_err(|e| StoreError::backend("pruning older snapshots", e))?;
+        let mut events = txn
+            .open_table(EVENTS)
+            .map_err(|e| StoreError::backend("opening table events", e))?;
+        // Exact by LSN: a group holding events on both sides of `lsn` keeps those after
+        // it, as a group of its own keyed `lsn + 1`.
+        let kept = after_in_group(&events, lsn)?;
+        events
+            .retain_in(..=lsn, |_, _| false)
+            .map_err(|e| StoreError::backend("pruning events", e))?;
+        if let Some(kept) = kept {
+            events
+                .insert(lsn + 1, kept.as_slice())
+                .map_err(|e| StoreError::backend("pruning events", e))?;
+        }
+    }
+    txn.commit()
+        .map_err(|e| StoreError::backend("committing a snapshot", e))?;
+    delete_other_snapshot_files(dir, Some(lsn));
+    Ok(())
 }
 
 /// The LSN `meta` records for the snapshot file in force, if any.
@@ -641,7 +693,7 @@ impl EventStore for RedbStore {
 
     fn settle_snapshot(&mut self, wait: bool) -> Result<bool, StoreError> {
         self.settle(wait)?;
-        Ok(self.staged.is_some())
+        Ok(self.staged.is_some() || self.installing.is_some())
     }
 
     fn recover(&mut self) -> Result<Recovered, StoreError> {
@@ -766,8 +818,9 @@ fn read_wal_seq(db: &Database) -> Result<u64, StoreError> {
 
 /// Applies the write-ahead log's records past `durable` (the `wal_seq` of redb's last durable
 /// commit) to redb in one durable transaction, and returns the number of the last commit.
-fn replay_wal(db: &Database, content: &[u8], durable: u64) -> Result<u64, StoreError> {
-    let entries = wal::scan(content, durable)?;
+fn replay_wal(db: &Database, contents: &[Vec<u8>], durable: u64) -> Result<u64, StoreError> {
+    let contents: Vec<&[u8]> = contents.iter().map(Vec::as_slice).collect();
+    let entries = wal::scan_files(&contents, durable)?;
     let Some(last) = entries.last().map(|e| e.seq) else {
         return Ok(durable);
     };
@@ -899,7 +952,7 @@ fn init_tables(db: &Database) -> Result<(), StoreError> {
 }
 
 /// Makes a directory's entries durable.
-fn sync_dir(dir: &Path) -> Result<(), StoreError> {
+pub(crate) fn sync_dir(dir: &Path) -> Result<(), StoreError> {
     File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(|source| StoreError::Io {

@@ -67,28 +67,48 @@ pub(crate) struct Entry {
     pub deletes: Vec<String>,
 }
 
-/// The open log.
-pub(crate) struct Wal {
+/// One of the log's two files.
+struct LogFile {
     file: File,
     path: PathBuf,
     /// Where the next record goes.
     tail: u64,
     /// The file's length: bytes written, records or zeros.
     len: u64,
+    /// The number of the last record of the current round (0: none).
+    last_seq: u64,
 }
 
-impl Wal {
-    /// Opens (or creates) the log in `dir` and returns it with its whole content; the caller
-    /// replays what follows its durable `wal_seq` ([`scan`]) and then calls [`Wal::restart`].
-    pub(crate) fn open(dir: &Path) -> Result<(Wal, Vec<u8>), StoreError> {
-        let path = dir.join(WAL_FILE_NAME);
-        let file = OpenOptions::new()
-            .create(true)
+/// The open log: two files, [`WAL_FILE_NAME`] and [`WAL_FILE_NAME_2`], one taking the records
+/// (the active one). When redb holds every commit of the other durably, the log may move to
+/// it ([`Wal::switch`]): it starts again at its offset 0 while the file it left still holds
+/// the commits redb does not hold durably yet. So a durable point that leaves later commits
+/// out (a snapshot put in force beside commits, see `crate::applier`) still lets a file start
+/// again, where one file would have to wait for a durable point with nothing after it.
+pub(crate) struct Wal {
+    dir: PathBuf,
+    files: [Option<LogFile>; 2],
+    active: usize,
+}
+
+/// The log's second file, created the first time the log moves to it.
+pub const WAL_FILE_NAME_2: &str = "fairway.wal.2";
+
+impl LogFile {
+    /// Opens `path`, creating it if `create`; `None` if it does not exist and is not to be
+    /// created. Returns its content too (at most [`WAL_LIMIT`] bytes).
+    fn open(path: PathBuf, create: bool) -> Result<Option<(LogFile, Vec<u8>)>, StoreError> {
+        let file = match OpenOptions::new()
+            .create(create)
             .truncate(false)
             .read(true)
             .write(true)
             .open(&path)
-            .map_err(io("opening", &path))?;
+        {
+            Ok(file) => file,
+            Err(e) if !create && e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io("opening", &path)(e)),
+        };
         let len = file
             .metadata()
             .map_err(io("reading the size of", &path))?
@@ -98,51 +118,131 @@ impl Wal {
         let mut content = vec![0; read];
         file.read_exact_at(&mut content, 0)
             .map_err(io("reading", &path))?;
-        Ok((
-            Wal {
-                file,
-                path,
-                tail: 0,
-                len,
-            },
-            content,
-        ))
+        let log = LogFile {
+            file,
+            path,
+            tail: 0,
+            len,
+            last_seq: 0,
+        };
+        Ok(Some((log, content)))
+    }
+}
+
+impl Wal {
+    /// Opens (or creates) the log in `dir` and returns it with the content of its files; the
+    /// caller replays what follows its durable `wal_seq` ([`scan_files`]) and then calls
+    /// [`Wal::restart`].
+    pub(crate) fn open(dir: &Path) -> Result<(Wal, Vec<Vec<u8>>), StoreError> {
+        let (first, first_content) =
+            LogFile::open(dir.join(WAL_FILE_NAME), true)?.expect("created if missing");
+        let second = LogFile::open(dir.join(WAL_FILE_NAME_2), false)?;
+        let mut contents = vec![first_content];
+        let second = second.map(|(log, content)| {
+            contents.push(content);
+            log
+        });
+        let wal = Wal {
+            dir: dir.to_owned(),
+            files: [Some(first), second],
+            active: 0,
+        };
+        Ok((wal, contents))
+    }
+
+    fn active(&mut self) -> &mut LogFile {
+        self.files[self.active]
+            .as_mut()
+            .expect("the active file is open")
     }
 
     /// Whether a record of `len` bytes fits before the limit.
     pub(crate) fn fits(&self, len: usize) -> bool {
-        self.tail + len as u64 <= WAL_LIMIT
+        let active = self.files[self.active]
+            .as_ref()
+            .expect("the active file is open");
+        active.tail + len as u64 <= WAL_LIMIT
     }
 
-    /// Bytes written since the last checkpoint.
+    /// Bytes of records redb may not hold durably: the active file's since it started again,
+    /// and the other file's if the log left it for a durable point that did not cover it.
     pub(crate) fn tail(&self) -> u64 {
-        self.tail
+        self.files
+            .iter()
+            .flatten()
+            .filter(|f| f.last_seq > 0)
+            .map(|f| f.tail)
+            .sum()
     }
 
-    /// Appends `record` (from [`encode`]) and syncs it: durable when this returns. A record
-    /// that ends past the file's end grows the file to the next multiple of [`GROW`] with
-    /// zeros, synced with it.
-    pub(crate) fn append(&mut self, record: &[u8]) -> Result<(), StoreError> {
-        self.file
-            .write_all_at(record, self.tail)
-            .map_err(io("appending to", &self.path))?;
-        let end = self.tail + record.len() as u64;
-        if end > self.len {
+    /// Bytes written to the active file since it started again.
+    pub(crate) fn active_tail(&self) -> u64 {
+        self.files[self.active].as_ref().map_or(0, |f| f.tail)
+    }
+
+    /// Appends `record` (from [`encode`]), commit number `seq`, to the active file and syncs
+    /// it: durable when this returns. A record that ends past the file's end grows the file to
+    /// the next multiple of [`GROW`] with zeros, synced with it.
+    pub(crate) fn append(&mut self, record: &[u8], seq: u64) -> Result<(), StoreError> {
+        let log = self.active();
+        log.file
+            .write_all_at(record, log.tail)
+            .map_err(io("appending to", &log.path))?;
+        let end = log.tail + record.len() as u64;
+        if end > log.len {
             let grown = end.div_ceil(GROW) * GROW;
             let zeros = vec![0; (grown - end) as usize];
-            self.file
+            log.file
                 .write_all_at(&zeros, end)
-                .map_err(io("growing", &self.path))?;
-            self.len = grown;
+                .map_err(io("growing", &log.path))?;
+            log.len = grown;
         }
-        self.file.sync_data().map_err(io("syncing", &self.path))?;
-        self.tail = end;
+        log.file.sync_data().map_err(io("syncing", &log.path))?;
+        log.tail = end;
+        log.last_seq = seq;
         Ok(())
     }
 
-    /// After a checkpoint: redb holds everything durably, the next record goes at offset 0.
+    /// After a checkpoint: redb holds every commit durably, the next record goes at offset 0
+    /// of the active file, and the other holds nothing needed.
     pub(crate) fn restart(&mut self) {
-        self.tail = 0;
+        for log in self.files.iter_mut().flatten() {
+            log.tail = 0;
+            log.last_seq = 0;
+        }
+    }
+
+    /// redb holds every commit up to `durable` durably: if that covers the other file's
+    /// records, the log moves to it, which starts again at offset 0, and the file it leaves
+    /// keeps its records past `durable` until a later durable point. Whether it moved.
+    pub(crate) fn switch(&mut self, durable: u64) -> Result<bool, StoreError> {
+        let other = 1 - self.active;
+        if self.files[other]
+            .as_ref()
+            .is_some_and(|f| f.last_seq > durable)
+        {
+            return Ok(false);
+        }
+        if self.files[self.active]
+            .as_ref()
+            .is_some_and(|f| f.last_seq <= durable)
+        {
+            // Nothing past the durable point in the active file either: it starts again.
+            self.restart();
+            return Ok(true);
+        }
+        if self.files[other].is_none() {
+            let path = self.dir.join(WAL_FILE_NAME_2);
+            let (log, _) = LogFile::open(path, true)?.expect("created");
+            // Its directory entry must be durable before a record in it is acknowledged.
+            crate::redb_store::sync_dir(&self.dir)?;
+            self.files[other] = Some(log);
+        }
+        let log = self.files[other].as_mut().expect("opened above");
+        log.tail = 0;
+        log.last_seq = 0;
+        self.active = other;
+        Ok(true)
     }
 }
 
@@ -212,21 +312,59 @@ fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
     out.extend_from_slice(bytes);
 }
 
-/// The records of `content` that follow `after` (the durable `wal_seq`), in order.
-///
-/// The log's current round starts at offset 0 and goes on while each record is whole and
-/// numbered one more than the one before; the records numbered past `after` are returned. A
-/// round holds every commit past the durable one: the log starts a new round only once redb
-/// holds every commit before durably. Its first records may be durable already (redb may make
-/// non-durable commits durable on its own, when it closes), and a record of an earlier round
-/// past its end is numbered lower, so it ends the round. A commit past `after` that the round
-/// does not start with is missing from both redb and the log, and a whole record (its CRC
-/// right) that does not decode is damage: both are errors, not torn writes.
+/// The records of `content` that follow `after` (the durable `wal_seq`), in order: the log
+/// of one file ([`scan_files`] for both).
+#[cfg(test)]
 pub(crate) fn scan(content: &[u8], after: u64) -> Result<Vec<Entry>, StoreError> {
-    let damaged = |message: String| StoreError::Backend {
+    scan_files(&[content], after)
+}
+
+/// The records of the log's files (`contents`) that follow `after` (the durable `wal_seq`), in
+/// order.
+///
+/// Each file's current round starts at offset 0 and goes on while each record is whole and
+/// numbered one more than the one before ([`scan_round`]). Together the rounds hold every
+/// commit past the durable one: a file starts a new round only once redb holds every commit
+/// before durably, and a record of an earlier round past its end is numbered lower, so it ends
+/// the round. Their first records may be durable already (redb may make non-durable commits
+/// durable on its own, when it closes). Past `after`, the two rounds' records follow each
+/// other without a gap (the older file's, then the newer's): a commit missing between them is
+/// missing from both redb and the log, and a whole record (its CRC right) that does not decode
+/// is damage; both are errors, not torn writes.
+pub(crate) fn scan_files(contents: &[&[u8]], after: u64) -> Result<Vec<Entry>, StoreError> {
+    let mut out = Vec::new();
+    for content in contents {
+        out.extend(scan_round(content, after)?);
+    }
+    out.sort_by_key(|e| e.seq);
+    for (expected, entry) in (after + 1..).zip(&out) {
+        if entry.seq != expected {
+            return Err(damaged(if expected == after + 1 {
+                format!(
+                    "the log goes on from commit {}, but redb holds commits up to {after} only",
+                    entry.seq
+                )
+            } else {
+                format!(
+                    "the log holds commit {} after {}: a commit between is missing",
+                    entry.seq,
+                    expected - 1
+                )
+            }));
+        }
+    }
+    Ok(out)
+}
+
+fn damaged(message: String) -> StoreError {
+    StoreError::Backend {
         context: "replaying the write-ahead log".into(),
         message,
-    };
+    }
+}
+
+/// The records of one file's current round numbered past `after`, in order.
+fn scan_round(content: &[u8], after: u64) -> Result<Vec<Entry>, StoreError> {
     let mut out = Vec::new();
     let mut at = 0usize;
     let mut previous: Option<u64> = None;
@@ -247,11 +385,6 @@ pub(crate) fn scan(content: &[u8], after: u64) -> Result<Vec<Entry>, StoreError>
         }
         previous = Some(seq);
         if seq > after {
-            if out.is_empty() && seq != after + 1 {
-                return Err(damaged(format!(
-                    "the log goes on from commit {seq}, but redb holds commits up to {after} only"
-                )));
-            }
             out.push(decode(seq, body).ok_or_else(|| {
                 damaged(format!(
                     "record {seq} at offset {at} passes its CRC but does not decode"
@@ -397,26 +530,86 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("fairway-wal-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let (mut wal, content) = Wal::open(&dir).unwrap();
-        assert!(content.is_empty());
-        wal.append(&record(1)).unwrap();
-        wal.append(&record(2)).unwrap();
+        assert_eq!(content, vec![Vec::<u8>::new()], "one file, empty");
+        wal.append(&record(1), 1).unwrap();
+        wal.append(&record(2), 2).unwrap();
         assert_eq!(wal.tail(), (record(1).len() + record(2).len()) as u64);
         let file_len = || std::fs::metadata(dir.join(WAL_FILE_NAME)).unwrap().len();
         assert_eq!(file_len(), GROW, "grown with zeros ahead of the records");
-        wal.append(&vec![7; GROW as usize]).unwrap();
+        wal.append(&vec![7; GROW as usize], 3).unwrap();
         assert_eq!(file_len(), 2 * GROW, "grown again, to the next multiple");
         drop(wal);
         let (mut wal, content) = Wal::open(&dir).unwrap();
-        assert_eq!(scan(&content, 0).unwrap().len(), 2);
+        assert_eq!(scan(&content[0], 0).unwrap().len(), 2);
         wal.restart();
-        wal.append(&record(3)).unwrap();
+        wal.append(&record(3), 3).unwrap();
         drop(wal);
         let (_, content) = Wal::open(&dir).unwrap();
         assert_eq!(
-            scan(&content, 2).unwrap().len(),
+            scan(&content[0], 2).unwrap().len(),
             1,
             "record 3 over record 1"
         );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    fn seqs_of(entries: Vec<Entry>) -> Vec<u64> {
+        entries.iter().map(|e| e.seq).collect()
+    }
+
+    // Proves: the log moves to its other file only when a durable point covers that file's
+    // records, and starts again in the same file when it covers the active one's too; read
+    // back, the two files' rounds give every commit past the durable one in order, and a
+    // commit missing between them (a file lost) is an error, not a shorter log.
+    #[test]
+    fn the_log_moves_between_its_two_files_at_durable_points() {
+        let dir = std::env::temp_dir().join(format!("fairway-wal2-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (mut wal, _) = Wal::open(&dir).unwrap();
+        wal.append(&record(1), 1).unwrap();
+        wal.append(&record(2), 2).unwrap();
+        assert!(!dir.join(WAL_FILE_NAME_2).exists());
+        assert!(wal.switch(1).unwrap(), "the other file holds nothing");
+        assert!(dir.join(WAL_FILE_NAME_2).exists());
+        assert_eq!(wal.active_tail(), 0);
+        wal.append(&record(3), 3).unwrap();
+        wal.append(&record(4), 4).unwrap();
+        assert_eq!(
+            wal.tail(),
+            (record(2).len() * 4) as u64,
+            "both files hold commits past the durable point"
+        );
+        assert!(
+            wal.switch(2).unwrap(),
+            "commit 2, the first file's last, is durable"
+        );
+        wal.append(&record(5), 5).unwrap();
+        assert!(
+            !wal.switch(3).unwrap(),
+            "commit 4, in the second file, is not durable"
+        );
+        drop(wal);
+        let (_, contents) = Wal::open(&dir).unwrap();
+        let contents: Vec<&[u8]> = contents.iter().map(Vec::as_slice).collect();
+        assert_eq!(contents.len(), 2);
+        assert_eq!(seqs_of(scan_files(&contents, 2).unwrap()), vec![3, 4, 5]);
+        assert_eq!(seqs_of(scan_files(&contents, 4).unwrap()), vec![5]);
+        assert!(
+            matches!(scan_files(&contents, 1), Err(StoreError::Backend { .. })),
+            "commit 2 was written over: redb must hold it"
+        );
+        assert!(
+            matches!(
+                scan_files(&contents[..1], 2),
+                Err(StoreError::Backend { .. })
+            ),
+            "commits 3 and 4 missing"
+        );
+        let (mut wal, _) = Wal::open(&dir).unwrap();
+        wal.restart();
+        wal.append(&record(6), 6).unwrap();
+        assert!(wal.switch(6).unwrap());
+        assert_eq!(wal.tail(), 0, "every commit durable: the log starts again");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -4,7 +4,7 @@
 use fairway_store::conformance::{TempDir, sample_event, sample_events};
 use fairway_store::{
     Batch, CodecError, CorruptReason, DB_FILE_NAME, Event, EventStore, FORMAT_VERSION, RedbStore,
-    StoreError, WAL_FILE_NAME, codec, set_format_version_for_test,
+    StoreError, WAL_FILE_NAME, WAL_FILE_NAME_2, codec, set_format_version_for_test,
 };
 use redb::{ReadableDatabase, ReadableTable, TableDefinition};
 
@@ -34,13 +34,18 @@ fn open_creates_the_directory_and_one_file() {
 }
 
 /// A copy of the store's files as they are on disk now, as a crash would leave them: what redb
-/// committed durably, and the write-ahead log. `with_log: false` leaves the log out.
+/// committed durably, and the write-ahead log (its second file too, once there is one).
+/// `with_log: false` leaves the log out.
 fn crash_copy(from: &std::path::Path, label: &str, with_log: bool) -> TempDir {
     let copy = TempDir::new(label);
     std::fs::create_dir_all(copy.path()).unwrap();
     std::fs::copy(from.join(DB_FILE_NAME), copy.path().join(DB_FILE_NAME)).unwrap();
     if with_log {
-        std::fs::copy(from.join(WAL_FILE_NAME), copy.path().join(WAL_FILE_NAME)).unwrap();
+        for name in [WAL_FILE_NAME, WAL_FILE_NAME_2] {
+            if from.join(name).exists() {
+                std::fs::copy(from.join(name), copy.path().join(name)).unwrap();
+            }
+        }
     }
     copy
 }
@@ -692,4 +697,111 @@ fn a_damaged_latest_snapshot_is_refused_not_skipped() {
     );
     let lsns: Vec<_> = recovered.events.iter().map(|(lsn, _)| *lsn).collect();
     assert_eq!(lsns, vec![7, 8, 9, 10]);
+}
+
+// Proves: the applier thread puts a staged snapshot in force after the commits the store had
+// taken when its file was written, while commits go on. A commit taken after that is not
+// durable with the snapshot: the log keeps it, moving to its second file for the commits that
+// follow, and a crash copy recovers them all after the snapshot, from both files. A snapshot
+// put in force with no commit after it takes every commit durably: the log starts again.
+#[test]
+fn a_snapshot_put_in_force_beside_commits_leaves_the_later_ones_in_the_log() {
+    let dir = committed("install-beside", 6);
+    let mut store = RedbStore::open(dir.path()).unwrap();
+    store.stage_snapshot(6, staged(b"state@6")).unwrap();
+    // One event a commit, until a commit's call puts it in force.
+    let mut lsn = 6;
+    until_in_force(|| {
+        lsn += 1;
+        store
+            .commit(&Batch::of_events(sample_events(lsn, 1)))
+            .unwrap();
+        !store.settle_snapshot(false).unwrap()
+    });
+    assert!(
+        dir.path().join(WAL_FILE_NAME_2).exists(),
+        "the log moved to its second file"
+    );
+    for _ in 0..2 {
+        lsn += 1;
+        store
+            .commit(&Batch::of_events(sample_events(lsn, 1)))
+            .unwrap();
+    }
+    assert!(
+        store.wal_bytes() > 0,
+        "the commits after the snapshot left the log"
+    );
+    assert_eq!(snapshot_files(dir.path()), vec![snapshot_file_name(6)]);
+    let crashed = crash_copy_with_snapshots(dir.path(), "install-beside-crash");
+    let recovered = RedbStore::open(crashed.path()).unwrap().recover().unwrap();
+    assert_eq!(recovered.snapshot, Some((6, b"state@6".to_vec())));
+    let lsns: Vec<u64> = recovered.events.iter().map(|(lsn, _)| *lsn).collect();
+    assert_eq!(lsns, (7..=lsn).collect::<Vec<_>>());
+
+    store.stage_snapshot(lsn, staged(b"state@last")).unwrap();
+    assert!(!store.settle_snapshot(true).unwrap());
+    assert_eq!(
+        store.wal_bytes(),
+        0,
+        "nothing after the snapshot: the log started again"
+    );
+    let crashed = crash_copy_with_snapshots(dir.path(), "install-beside-crash-2");
+    let recovered = RedbStore::open(crashed.path()).unwrap().recover().unwrap();
+    assert_eq!(recovered.snapshot, Some((lsn, b"state@last".to_vec())));
+    assert!(recovered.events.is_empty(), "{:?}", recovered.events);
+}
+
+// Proves: a log file half full makes the store ask for a durable point without a snapshot;
+// once the applier thread has made it, the log moves to its second file (or, if the point came
+// before any later commit, starts again), and a crash copy taken after more commits recovers
+// every one, events and payloads, from redb and the log's files.
+#[test]
+fn a_half_full_log_asks_for_a_durable_point_and_moves_on() {
+    let dir = TempDir::new("half-full");
+    let mut store = RedbStore::open(dir.path()).unwrap();
+    let mut n = 0u64;
+    let commit = |store: &mut RedbStore, n: &mut u64| {
+        *n += 1;
+        let mut batch = Batch::of_events(sample_events(*n, 1));
+        batch
+            .put_payloads
+            .push((format!("job-{n}"), vec![*n as u8; 1 << 20]));
+        store.commit(&batch).unwrap();
+    };
+    // 17 commits of 1 MiB: the one that takes the file past 16 MiB asks for the point.
+    for _ in 0..17 {
+        commit(&mut store, &mut n);
+    }
+    // Taken by a later call once made (a commit's, or this one's, as the server's idle poll).
+    until_in_force(|| !store.settle_snapshot(false).unwrap());
+    // Made after commit 16 (the one past half), in the thread's time: commit 17 came before it,
+    // almost always, and the log moved; else it covered every commit and the log started again.
+    let moved = dir.path().join(WAL_FILE_NAME_2).exists();
+    assert!(
+        moved || store.wal_bytes() == 0,
+        "neither moved nor started again"
+    );
+    for _ in 0..2 {
+        commit(&mut store, &mut n);
+    }
+    let crashed = crash_copy(dir.path(), "half-full-crash", true);
+    let reopened = RedbStore::open(crashed.path()).unwrap();
+    assert_eq!(reopened.last_lsn(), n);
+    for i in 1..=n {
+        assert_eq!(
+            reopened.payload(&format!("job-{i}")).unwrap(),
+            Some(vec![i as u8; 1 << 20]),
+            "job-{i}"
+        );
+    }
+}
+
+/// Calls `step` every 5 ms until it says the store's durable point is made; fails after 30 s.
+fn until_in_force(mut step: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !step() {
+        assert!(std::time::Instant::now() < deadline, "never in force");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
 }
