@@ -221,6 +221,11 @@ impl Metrics {
             latest: Arc::new(Mutex::new(None)),
             registry: Registry::default(),
         };
+        let parts_late_help = format!(
+            "Large batches ended early: a part came later than {} ms (the server starved of \
+             CPU); their jobs not applied were answered 503",
+            crate::writer::BATCH_PART_WAIT.as_millis()
+        );
         // Each family: its name (after the `fairway_` prefix), help, whether it is in seconds,
         // and the metric.
         let families: Vec<(&str, &str, bool, Box<dyn Metric>)> = vec![
@@ -238,8 +243,7 @@ impl Metrics {
             ),
             (
                 "batch_parts_late",
-                "Large batches ended early: a part came later than 500 ms (the server starved of \
-                 CPU); their jobs not applied were answered 503",
+                &parts_late_help,
                 false,
                 Box::new(m.batch_parts_late.clone()),
             ),

@@ -510,6 +510,25 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Duration;
 
+    /// A new database in a directory of its own, and a write transaction held on it, which
+    /// keeps the thread from writing until it is dropped.
+    fn blocked_db(label: &str) -> (TempDir, Arc<Database>, redb::WriteTransaction) {
+        let dir = TempDir::new(label);
+        std::fs::create_dir_all(dir.path()).unwrap();
+        let db = Arc::new(Database::create(dir.path().join("applier.redb")).unwrap());
+        let blocker = db.begin_write().unwrap();
+        (dir, db, blocker)
+    }
+
+    /// `key`'s value in `db`'s `meta`.
+    fn meta_of(db: &Database, key: &str) -> u64 {
+        let read = db.begin_read().unwrap();
+        let meta = read
+            .open_table(redb::TableDefinition::<&str, u64>::new("meta"))
+            .unwrap();
+        meta.get(key).unwrap().unwrap().value()
+    }
+
     fn entry(seq: u64) -> Entry {
         Entry {
             seq,
@@ -584,10 +603,7 @@ mod tests {
     // the last one's number with every payload.
     #[test]
     fn commits_wait_while_too_many_are_not_in_redb() {
-        let dir = TempDir::new("applier-bound");
-        std::fs::create_dir_all(dir.path()).unwrap();
-        let db = Arc::new(Database::create(dir.path().join("bound.redb")).unwrap());
-        let blocker = db.begin_write().unwrap();
+        let (_dir, db, blocker) = blocked_db("applier-bound");
         let taken = Arc::new(AtomicUsize::new(0));
         let pusher = std::thread::spawn({
             let (db, taken) = (db.clone(), taken.clone());
@@ -605,11 +621,8 @@ mod tests {
         drop(blocker);
         pusher.join().unwrap();
         assert_eq!(taken.load(Ordering::SeqCst), 200);
+        assert_eq!(meta_of(&db, "wal_seq"), 200);
         let read = db.begin_read().unwrap();
-        let meta = read
-            .open_table(redb::TableDefinition::<&str, u64>::new("meta"))
-            .unwrap();
-        assert_eq!(meta.get("wal_seq").unwrap().unwrap().value(), 200);
         let payloads = read
             .open_table(redb::TableDefinition::<&str, &[u8]>::new("payloads"))
             .unwrap();
@@ -627,10 +640,7 @@ mod tests {
     // with the snapshot recorded in `meta`.
     #[test]
     fn a_snapshot_is_put_in_force_by_the_thread_while_commits_go_on() {
-        let dir = TempDir::new("applier-install");
-        std::fs::create_dir_all(dir.path()).unwrap();
-        let db = Arc::new(Database::create(dir.path().join("install.redb")).unwrap());
-        let blocker = db.begin_write().unwrap();
+        let (dir, db, blocker) = blocked_db("applier-install");
         let mut applier = Applier::start(db.clone(), 0).unwrap();
         for seq in 1..=3 {
             applier.push(entry(seq)).unwrap();
@@ -645,11 +655,7 @@ mod tests {
         assert!(through >= 3, "in force after commit {through}");
         assert_eq!(applier.installed(false).unwrap(), None, "reported once");
         applier.drain().unwrap();
-        let read = db.begin_read().unwrap();
-        let meta = read
-            .open_table(redb::TableDefinition::<&str, u64>::new("meta"))
-            .unwrap();
-        assert_eq!(meta.get("snapshot_lsn").unwrap().unwrap().value(), 2);
-        assert_eq!(meta.get("wal_seq").unwrap().unwrap().value(), 4);
+        assert_eq!(meta_of(&db, "snapshot_lsn"), 2);
+        assert_eq!(meta_of(&db, "wal_seq"), 4);
     }
 }

@@ -431,7 +431,7 @@ impl RedbStore {
     pub fn checkpoint(&mut self) -> Result<(), StoreError> {
         self.apply_unapplied()?;
         // A durable commit persists the non-durable ones before it.
-        let result = write_meta(&self.db, WAL_SEQ_KEY, self.wal_seq, "checkpointing");
+        let result = make_durable(&self.db, self.wal_seq);
         self.poison_on_error(result)?;
         self.wal.restart();
         Ok(())
@@ -573,7 +573,8 @@ impl RedbStore {
 }
 
 /// Makes every commit `db` holds durable, up to commit `through`, the last: one durable
-/// transaction. Called by the applier thread for a durable point without a snapshot.
+/// transaction. A checkpoint's (on the store thread), and the applier thread's for a durable
+/// point without a snapshot.
 pub(crate) fn make_durable(db: &Database, through: u64) -> Result<(), StoreError> {
     write_meta(
         db,

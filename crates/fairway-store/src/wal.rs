@@ -158,10 +158,7 @@ impl Wal {
 
     /// Whether a record of `len` bytes fits before the limit.
     pub(crate) fn fits(&self, len: usize) -> bool {
-        let active = self.files[self.active]
-            .as_ref()
-            .expect("the active file is open");
-        active.tail + len as u64 <= WAL_LIMIT
+        self.active_tail() + len as u64 <= WAL_LIMIT
     }
 
     /// Bytes of records redb may not hold durably: the active file's since it started again,
