@@ -31,7 +31,7 @@ pub use engine::{
 pub use engine::{
     Census, ClassCensus, PoolCensus, QueuedWork, ReserveStatus, TenantCensus, WorkerView,
 };
-pub use engine::{PoolUsage, StopNotice, TenantSnapshot, TickReport, WorkerOffer};
+pub use engine::{PoolUsage, SnapshotPieces, StopNotice, TenantSnapshot, TickReport, WorkerOffer};
 pub use event::Event;
 pub use job::{
     Admission, HeartbeatReply, JobSpec, JobState, JobStatus, Lease, LeaseError, Outcome,

@@ -51,9 +51,9 @@ use fairway_core::job::JobStatus;
 use fairway_core::time::Dur;
 use fairway_core::{
     Admission, ConfigError, Engine, EngineConfig, Event, HeartbeatReply, JobSpec, JobState, Lease,
-    LeaseError, Outcome, Policy, Time, WorkerOffer,
+    LeaseError, Outcome, Policy, SnapshotPieces, Time, WorkerOffer,
 };
-use fairway_store::{Batch, EventStore, Lsn};
+use fairway_store::{Batch, EventStore, Lsn, SnapshotSource};
 use serde_json::value::RawValue;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -404,7 +404,8 @@ struct Sealed {
 /// The engine's state after the event at `lsn`, encoded.
 struct Snapshot {
     lsn: Lsn,
-    bytes: Vec<u8>,
+    /// The engine's bytes, most of them shared with it (the finished jobs' full chunks).
+    bytes: SnapshotPieces,
     live_jobs: usize,
     /// How long encoding it took (on the engine side).
     encoded_in: Duration,
@@ -1247,10 +1248,11 @@ impl Turns {
     }
 
     /// Encodes the engine as of its last sealed event (it holds exactly the state after it),
-    /// for the store side to store after that event's commit.
+    /// for the store side to store after that event's commit. The finished jobs' records,
+    /// on a busy server most of the bytes, are shared with the engine, not copied here.
     fn take_snapshot(&mut self) -> Snapshot {
         let started = Instant::now();
-        let bytes = self.engine.snapshot();
+        let bytes = self.engine.snapshot_pieces();
         let encoded_in = started.elapsed();
         self.events_since_snapshot = 0;
         self.last_snapshot = (Instant::now(), encoded_in);
@@ -1524,15 +1526,15 @@ impl Committer {
 /// were handed to the store becomes [`Shared::snapshot_store_us`], and the release hook
 /// ([`WriterSettings::release_memory`]) runs right after.
 struct FreedBytes {
-    bytes: Vec<u8>,
+    bytes: SnapshotPieces,
     release: Option<fn()>,
     handed: Instant,
     shared: Arc<Shared>,
 }
 
-impl AsRef<[u8]> for FreedBytes {
-    fn as_ref(&self) -> &[u8] {
-        &self.bytes
+impl SnapshotSource for FreedBytes {
+    fn pieces(&self) -> Vec<&[u8]> {
+        self.bytes.slices().collect()
     }
 }
 

@@ -361,25 +361,30 @@ fn push_varint(out: &mut Vec<u8>, mut value: u64) {
 
 /// Frames the engine's opaque snapshot bytes as `[len][crc32][postcard(SnapshotRecord::V1(bytes))]`.
 pub fn encode_snapshot(bytes: &[u8]) -> Result<Vec<u8>, CodecError> {
-    let mut out = snapshot_frame_head(bytes)?;
+    let mut out = snapshot_frame_head(&[bytes])?;
     out.extend_from_slice(bytes);
     Ok(out)
 }
 
-/// What [`encode_snapshot`] writes before `bytes` (the frame's header, the record's variant and
-/// the bytes' length): that head followed by `bytes` is the whole frame. A snapshot holds the
-/// engine's whole state (tens of MB on a busy server), so a store that writes it to a file
-/// writes these two parts one after the other instead of copying the state into one frame.
-pub fn snapshot_frame_head(bytes: &[u8]) -> Result<Vec<u8>, CodecError> {
+/// What [`encode_snapshot`] writes before the snapshot's bytes, given as `pieces` one after
+/// the other (the frame's header, the record's variant and the bytes' length): that head
+/// followed by the pieces is the whole frame. A snapshot holds the engine's whole state (tens
+/// of MB on a busy server, most of it shared with the engine, see `SnapshotSource`), so a
+/// store that writes it to a file writes the head and the pieces one after the other instead
+/// of copying the state into one frame.
+pub fn snapshot_frame_head(pieces: &[&[u8]]) -> Result<Vec<u8>, CodecError> {
+    let bytes_len: usize = pieces.iter().map(|p| p.len()).sum();
     // postcard: the variant index (`V1` is 0), then the bytes as a varint length and the bytes.
     let mut head = vec![0; FRAME_HEADER_LEN];
     push_varint(&mut head, 0);
-    push_varint(&mut head, bytes.len() as u64);
-    let payload_len = head.len() - FRAME_HEADER_LEN + bytes.len();
+    push_varint(&mut head, bytes_len as u64);
+    let payload_len = head.len() - FRAME_HEADER_LEN + bytes_len;
     let len = u32::try_from(payload_len).map_err(|_| CodecError::TooLarge { len: payload_len })?;
     let mut crc = crc32fast::Hasher::new();
     crc.update(&head[FRAME_HEADER_LEN..]);
-    crc.update(bytes);
+    for piece in pieces {
+        crc.update(piece);
+    }
     head[0..4].copy_from_slice(&len.to_le_bytes());
     head[4..8].copy_from_slice(&crc.finalize().to_le_bytes());
     Ok(head)

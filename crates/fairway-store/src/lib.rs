@@ -110,8 +110,22 @@ impl Recovered {
     }
 }
 
+/// A snapshot's bytes, in pieces one after the other: an engine's snapshot shares most of its
+/// bytes (the finished jobs' records) with the engine instead of copying them
+/// (`fairway_core::SnapshotPieces`). Any `AsRef<[u8]>` is one piece.
+pub trait SnapshotSource: Send {
+    /// The pieces, in order: their concatenation is the snapshot.
+    fn pieces(&self) -> Vec<&[u8]>;
+}
+
+impl<T: AsRef<[u8]> + Send> SnapshotSource for T {
+    fn pieces(&self) -> Vec<&[u8]> {
+        vec![self.as_ref()]
+    }
+}
+
 /// A snapshot's bytes handed to [`EventStore::stage_snapshot`].
-pub type SnapshotBytes = Box<dyn AsRef<[u8]> + Send>;
+pub type SnapshotBytes = Box<dyn SnapshotSource>;
 
 /// A durable home for the engine's events, snapshots and job payloads.
 ///
@@ -143,7 +157,10 @@ pub trait EventStore: Send {
     /// The bytes are dropped where and when the store is done with them (on a thread of its
     /// own, perhaps), so that their owner can learn it in their `Drop`.
     fn stage_snapshot(&mut self, lsn: Lsn, bytes: SnapshotBytes) -> Result<(), StoreError> {
-        self.put_snapshot(lsn, (*bytes).as_ref())
+        match bytes.pieces().as_slice() {
+            [one] => self.put_snapshot(lsn, one),
+            pieces => self.put_snapshot(lsn, &pieces.concat()),
+        }
     }
 
     /// Puts a snapshot staged by [`EventStore::stage_snapshot`] in force: waiting for it to be

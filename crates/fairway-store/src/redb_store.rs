@@ -118,11 +118,14 @@ fn write_durably(dir: &Path, path: &Path, parts: &[&[u8]]) -> Result<(), StoreEr
 }
 
 /// Writes the snapshot file of `lsn` durably: the frame's head, then the engine's state as it
-/// is (no copy of the state into one frame). The file is whole and durable before anything
-/// refers to it.
-fn write_snapshot_file(dir: &Path, lsn: Lsn, bytes: &[u8]) -> Result<(), StoreError> {
-    let head = codec::snapshot_frame_head(bytes).map_err(StoreError::Encode)?;
-    write_durably(dir, &snapshot_path(dir, lsn), &[&head, bytes])
+/// is, its pieces one after the other (no copy of the state into one frame). The file is whole
+/// and durable before anything refers to it.
+fn write_snapshot_file(dir: &Path, lsn: Lsn, pieces: &[&[u8]]) -> Result<(), StoreError> {
+    let head = codec::snapshot_frame_head(pieces).map_err(StoreError::Encode)?;
+    let parts: Vec<&[u8]> = std::iter::once(head.as_slice())
+        .chain(pieces.iter().copied())
+        .collect();
+    write_durably(dir, &snapshot_path(dir, lsn), &parts)
 }
 
 /// Deletes the snapshot files (and temporary ones) of `dir` other than `keep`'s: superseded
@@ -564,7 +567,7 @@ impl RedbStore {
 
     fn put_snapshot_inner(&mut self, lsn: Lsn, bytes: &[u8]) -> Result<(), StoreError> {
         crate::check_snapshot_lsn(lsn, self.last_lsn, self.snapshot_lsn)?;
-        write_snapshot_file(&self.dir, lsn, bytes)?;
+        write_snapshot_file(&self.dir, lsn, &[bytes])?;
         install_snapshot(&self.db, &self.dir, lsn)?;
         // Every commit was applied first, and is durable with it: the log starts again.
         self.wal.restart();
@@ -682,7 +685,7 @@ impl EventStore for RedbStore {
         let dir = self.dir.clone();
         let writing = std::thread::Builder::new()
             .name("fairway-snapshot".into())
-            .spawn(move || (write_snapshot_file(&dir, lsn, (*bytes).as_ref()), bytes))
+            .spawn(move || (write_snapshot_file(&dir, lsn, &bytes.pieces()), bytes))
             .map_err(|source| StoreError::Io {
                 context: "starting the snapshot's writer thread".into(),
                 source,

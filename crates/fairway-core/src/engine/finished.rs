@@ -3,14 +3,17 @@
 //!
 //! They are kept in the order they finished, and an index maps an id to its place in that
 //! order. Each is held **encoded**, exactly as a snapshot writes it (a [`FinishedSnap`] in
-//! postcard), one after the other in chunks of [`CHUNK`] records: a snapshot copies those bytes
+//! postcard), one after the other in chunks of [`CHUNK`] records: a snapshot takes those bytes
 //! instead of encoding every remembered job again (at the default retention of 10^6, most of a
 //! busy server's snapshot, and 80 ms of the writer's time each), and a record takes about 60
 //! bytes instead of a boxed id beside a decoded record. A status query or a resubmission
 //! decodes the one record it needs.
 //!
-//! The oldest are forgotten a whole chunk at a time; the chunk's memory takes the next
-//! records, so a list at its retention allocates nothing.
+//! A full chunk never changes again, so its bytes are shared (an `Arc`): a snapshot holds the
+//! full chunks as they are, without copying them ([`FinishedJobs::pieces`]), and only the
+//! last chunk, still filling, is copied. The oldest records are forgotten a whole chunk at a
+//! time; the chunk's memory takes the next records (a list at its retention allocates
+//! nothing) unless a snapshot still holds it, which then frees it when it is done.
 
 use super::chunked::CHUNK;
 use super::id_index::{Entry, IdIndex, id_hash};
@@ -19,6 +22,7 @@ use crate::time::{Dur, Time};
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 /// The most records remembered, whatever the retention: places are kept in 32 bits.
 const MAX_RETAINED: usize = 1 << 31;
@@ -59,7 +63,8 @@ impl Entry for Held {
 /// Up to [`CHUNK`] records (as many as a chunk of job records), encoded one after the other.
 #[derive(Clone, Debug, Default)]
 struct Chunk {
-    bytes: Vec<u8>,
+    /// Shared with the snapshots taken since the chunk filled (never while it fills).
+    bytes: Arc<Vec<u8>>,
     /// Where each record ends in `bytes`.
     ends: Vec<u32>,
     /// The hash ([`id_hash`], 32 bits) of each record's id: forgetting the oldest record takes
@@ -74,11 +79,21 @@ impl Chunk {
         &self.bytes[start..self.ends[i] as usize]
     }
 
-    fn clear(&mut self) {
-        self.bytes.clear();
+    /// The chunk emptied for new records, or `None` if a snapshot still holds its bytes.
+    fn recycled(mut self) -> Option<Chunk> {
+        Arc::get_mut(&mut self.bytes)?.clear();
         self.ends.clear();
         self.hashes.clear();
+        Some(self)
     }
+}
+
+/// A run of encoded records, oldest first, as [`FinishedJobs::pieces`] gives them.
+pub(crate) enum Piece<'a> {
+    /// A full chunk's bytes from `.1` on: they never change, and may be held as they are.
+    Shared(&'a Arc<Vec<u8>>, usize),
+    /// The records of the chunk still filling: to be copied.
+    Filling(&'a [u8]),
 }
 
 /// Writes `v` at `buf[at..]` as postcard writes an unsigned integer (seven bits a byte, low
@@ -195,20 +210,35 @@ impl FinishedJobs {
         self.len
     }
 
-    /// The encoded records, oldest first: each as a snapshot writes it, so that their
-    /// concatenation is the snapshot's list of finished jobs after its length.
+    /// [`FinishedJobs::pieces`] as plain slices.
+    #[cfg(test)]
     pub fn encoded(&self) -> impl Iterator<Item = &[u8]> {
+        self.pieces().map(|piece| match piece {
+            Piece::Shared(bytes, from) => &bytes[from..],
+            Piece::Filling(bytes) => bytes,
+        })
+    }
+
+    /// The encoded records, oldest first, each as a snapshot writes it (their concatenation
+    /// is the snapshot's list of finished jobs after its length): a full chunk's bytes as
+    /// they are shared, the chunk still filling borrowed.
+    pub fn pieces(&self) -> impl Iterator<Item = Piece<'_>> {
         self.chunks.iter().enumerate().map(|(c, chunk)| {
             let from = if c == 0 && self.head > 0 {
                 chunk.ends[self.head - 1] as usize
             } else {
                 0
             };
-            &chunk.bytes[from..]
+            if chunk.ends.len() == CHUNK {
+                Piece::Shared(&chunk.bytes, from)
+            } else {
+                Piece::Filling(&chunk.bytes[from..])
+            }
         })
     }
 
     /// Their encoded size.
+    #[cfg(test)]
     pub fn encoded_len(&self) -> usize {
         self.encoded().map(<[u8]>::len).sum()
     }
@@ -238,7 +268,9 @@ impl FinishedJobs {
                 .unwrap_or_else(|| match self.chunks.back() {
                     None => Chunk::default(),
                     Some(last) => Chunk {
-                        bytes: Vec::with_capacity(last.bytes.len() + last.bytes.len() / 8),
+                        bytes: Arc::new(Vec::with_capacity(
+                            last.bytes.len() + last.bytes.len() / 8,
+                        )),
                         ends: Vec::with_capacity(CHUNK),
                         hashes: Vec::with_capacity(CHUNK),
                     },
@@ -246,7 +278,8 @@ impl FinishedJobs {
             self.chunks.push_back(chunk);
         }
         let chunk = self.chunks.back_mut().expect("a chunk with room");
-        encode(f, &mut chunk.bytes);
+        // A chunk still filling is shared only by a clone of the engine: that one copies.
+        encode(f, Arc::make_mut(&mut chunk.bytes));
         let end = u32::try_from(chunk.bytes.len()).expect("a chunk of records under 4 GiB");
         chunk.ends.push(end);
         chunk.hashes.push(place.hash);
@@ -270,9 +303,8 @@ impl FinishedJobs {
         self.head += 1;
         self.len -= 1;
         if self.head == CHUNK || self.len == 0 {
-            let mut dropped = self.chunks.pop_front().expect("the first chunk");
-            dropped.clear();
-            self.spare = Some(dropped);
+            let dropped = self.chunks.pop_front().expect("the first chunk");
+            self.spare = dropped.recycled();
             self.head = 0;
         }
     }
@@ -414,6 +446,45 @@ mod tests {
             assert_eq!(encoded, want, "retention {retention}");
             assert_eq!(f.encoded_len(), want.len());
         }
+    }
+
+    // Proves: a full chunk's bytes are shared (not copied) with whoever holds a snapshot's
+    // pieces, and stay as they were when the list forgets that chunk and goes on: the list
+    // takes fresh memory for its next records instead of reusing the held chunk's.
+    #[test]
+    fn a_chunk_a_snapshot_holds_keeps_its_bytes_while_the_list_goes_on() {
+        let mut f = FinishedJobs::default();
+        for i in 0..CHUNK + 5 {
+            f.push(&record(&format!("j{i}"), i as u32), CHUNK);
+        }
+        // The oldest five forgotten: the first full chunk is shared from its sixth record.
+        let held: Vec<(Arc<Vec<u8>>, usize, Vec<u8>)> = f
+            .pieces()
+            .filter_map(|piece| match piece {
+                Piece::Shared(bytes, from) => Some((Arc::clone(bytes), from, bytes.to_vec())),
+                Piece::Filling(_) => None,
+            })
+            .collect();
+        assert_eq!(held.len(), 1, "one full chunk");
+        assert!(held[0].1 > 0, "shared from its first remembered record");
+        let encoded: Vec<u8> = f.encoded().flatten().copied().collect();
+        for i in CHUNK + 5..4 * CHUNK {
+            f.push(&record(&format!("j{i}"), i as u32), CHUNK);
+        }
+        let (bytes, from, copy) = &held[0];
+        assert_eq!(
+            bytes.as_slice(),
+            copy.as_slice(),
+            "the held bytes never changed"
+        );
+        assert_eq!(Arc::strong_count(bytes), 1, "the list let go of the chunk");
+        assert_eq!(&encoded[..bytes.len() - from], &bytes[*from..]);
+        let expected: Vec<String> = (3 * CHUNK..4 * CHUNK).map(|i| format!("j{i}")).collect();
+        assert_eq!(ids(&f), expected);
+        assert_eq!(
+            f.get(&format!("j{}", 4 * CHUNK - 1)).map(|r| r.attempts),
+            Some(4 * CHUNK as u32 - 1)
+        );
     }
 
     // Proves: places kept in 32 bits still find every record when the count of jobs finished

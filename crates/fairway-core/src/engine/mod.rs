@@ -36,6 +36,7 @@ pub use census::{
 pub use dispatch::WorkerOffer;
 pub use explain::{Explanation, PoolUsage, TenantReport, TenantSnapshot, WaitReason};
 pub use lease::TickReport;
+pub use snapshot::SnapshotPieces;
 pub use state::{Candidate, DecisionRecord, EngineStats, Ledger};
 
 use crate::config::{ConfigError, PolicyName};
