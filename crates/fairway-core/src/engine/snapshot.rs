@@ -604,10 +604,19 @@ impl Engine {
             leaf_meters,
             class_estimators: self.classes.iter().map(|c| c.estimator).collect(),
         };
-        // A live job encodes to about 130 bytes (6.4 MB for 50,000 queued). The buffer is
-        // reserved at once, not grown by doubling (a grown buffer is copied, and its new
-        // pages faulted in, at each step).
-        let estimate = 64 * 1024 + 160 * self.live_jobs;
+        // A live job encodes to about 130 bytes (6.4 MB for 50,000 queued), and the finished
+        // jobs' chunk still filling is copied after them when no full chunk comes first. The
+        // buffer is reserved at once, not grown by doubling (a grown buffer is copied, and
+        // its new pages faulted in, at each step).
+        let filling: usize = self
+            .finished
+            .pieces()
+            .map(|piece| match piece {
+                Piece::Filling(bytes) => bytes.len(),
+                Piece::Shared(..) => 0,
+            })
+            .sum();
+        let estimate = 64 * 1024 + 160 * self.live_jobs + filling;
         // `SnapshotRecord::V2(SnapshotV1 { head, finished, tail }, added)` as postcard writes
         // it (an enum's variant index, then its fields one after the other; a sequence's
         // length, then its elements), with the finished jobs' records as they are kept
