@@ -593,11 +593,7 @@ pub(crate) fn make_durable(db: &Database, through: u64) -> Result<(), StoreError
 /// hold the commit of the event at `lsn` already. Called by the store thread
 /// (`put_snapshot`) and by the applier thread (`stage_snapshot`).
 pub(crate) fn install_snapshot(db: &Database, dir: &Path, lsn: Lsn) -> Result<(), StoreError> {
-    let mut txn = db
-        .begin_write()
-        .map_err(|e| StoreError::backend("beginning a snapshot", e))?;
-    txn.set_durability(Durability::Immediate)
-        .map_err(|e| StoreError::backend("setting durability", e))?;
+    let txn = begin(db, Durability::Immediate, "beginning a snapshot")?;
     {
         let mut meta = txn
             .open_table(META)
@@ -844,11 +840,7 @@ pub(crate) fn write_entries<E: Borrow<Entry>>(
         return Ok(());
     };
     let context = "writing commits into redb";
-    let mut txn = db
-        .begin_write()
-        .map_err(|e| StoreError::backend(context, e))?;
-    txn.set_durability(durability)
-        .map_err(|e| StoreError::backend(context, e))?;
+    let txn = begin(db, durability, context)?;
     {
         let mut events = txn
             .open_table(EVENTS)
@@ -933,11 +925,7 @@ fn read_format(db: &Database) -> Result<Option<u64>, StoreError> {
 
 /// Creates the tables and records the format version, in one durable transaction.
 fn init_tables(db: &Database) -> Result<(), StoreError> {
-    let mut txn = db
-        .begin_write()
-        .map_err(|e| StoreError::backend("initializing the store", e))?;
-    txn.set_durability(Durability::Immediate)
-        .map_err(|e| StoreError::backend("setting durability", e))?;
+    let txn = begin(db, Durability::Immediate, "initializing the store")?;
     {
         let mut meta = txn
             .open_table(META)
@@ -972,11 +960,7 @@ fn write_format(db: &Database, version: u64, context: &str) -> Result<(), StoreE
 
 /// Sets `key` in `meta` to `value`, in one durable transaction.
 fn write_meta(db: &Database, key: &str, value: u64, context: &str) -> Result<(), StoreError> {
-    let mut txn = db
-        .begin_write()
-        .map_err(|e| StoreError::backend(context, e))?;
-    txn.set_durability(Durability::Immediate)
-        .map_err(|e| StoreError::backend(context, e))?;
+    let txn = begin(db, Durability::Immediate, context)?;
     {
         let mut meta = txn
             .open_table(META)
@@ -985,6 +969,20 @@ fn write_meta(db: &Database, key: &str, value: u64, context: &str) -> Result<(),
             .map_err(|e| StoreError::backend(context, e))?;
     }
     txn.commit().map_err(|e| StoreError::backend(context, e))
+}
+
+/// A write transaction on `db` with `durability`; a failure to begin it names `context`.
+fn begin(
+    db: &Database,
+    durability: Durability,
+    context: &str,
+) -> Result<redb::WriteTransaction, StoreError> {
+    let mut txn = db
+        .begin_write()
+        .map_err(|e| StoreError::backend(context, e))?;
+    txn.set_durability(durability)
+        .map_err(|e| StoreError::backend(context, e))?;
+    Ok(txn)
 }
 
 /// The frames of the record keyed `first`, or the error naming the damaged event's LSN.
