@@ -79,9 +79,10 @@ impl SnapshotPieces {
     }
 }
 
-/// `J` and `F` are how the live and the finished jobs are held: decoded, a `Vec` of each;
-/// encoded, [`LiveJobs`] and [`FinishedList`], which write each job from the engine's own
-/// without a copy of them all first.
+/// `J` and `F` are how the live and the finished jobs are held when decoded: a `Vec` of each.
+/// A snapshot is not encoded through this type as a whole: [`Engine::snapshot_pieces`] writes
+/// its parts in this order, the live jobs by hand in the head's place for them
+/// ([`LiveJobsSlot`]), the finished jobs' records as the engine keeps them.
 #[derive(Serialize, Deserialize)]
 enum SnapshotRecord<J = Vec<JobSnap<'static>>, F = Vec<FinishedSnap<'static>>> {
     V1(SnapshotV1<J, F>),
