@@ -17,6 +17,7 @@
 
 use super::chunked::CHUNK;
 use super::id_index::{Entry, IdIndex, id_hash};
+use super::varint::put_varint;
 use crate::job::JobState;
 use crate::time::{Dur, Time};
 use serde::{Deserialize, Serialize};
@@ -94,19 +95,6 @@ pub(crate) enum Piece<'a> {
     Shared(&'a Arc<Vec<u8>>, usize),
     /// The records of the chunk still filling: to be copied.
     Filling(&'a [u8]),
-}
-
-/// Writes `v` at `buf[at..]` as postcard writes an unsigned integer (seven bits a byte, low
-/// first, the high bit set on every byte but the last) and returns where it ends.
-#[inline]
-fn put_varint(buf: &mut [u8; 64], mut at: usize, mut v: u64) -> usize {
-    while v >= 0x80 {
-        buf[at] = v as u8 | 0x80;
-        v >>= 7;
-        at += 1;
-    }
-    buf[at] = v as u8;
-    at + 1
 }
 
 /// Appends `f` exactly as postcard encodes it (its derived `Serialize`, field by field:

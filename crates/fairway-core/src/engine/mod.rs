@@ -29,6 +29,7 @@ mod snapshot;
 pub(crate) mod state;
 mod submit;
 mod tree;
+mod varint;
 
 pub use census::{
     Census, ClassCensus, PoolCensus, QueuedWork, ReserveStatus, TenantCensus, WorkerView,

@@ -11,6 +11,7 @@
 use super::finished::{FinishedJobs, FinishedSnap, Piece};
 use super::meter::RateMeter;
 use super::state::{Attempt, Drr, Estimator, Job, Ledger, Node, NodeKind};
+use super::varint::{varint, varint_len, varint128, zigzag};
 use super::{Engine, EngineConfig, EngineStats};
 use crate::event::{Event, StopReason};
 use crate::ids::{CHAIN_MAX, Chain, JobIdx, NodeIdx, ShapeId, TenantIdx, WorkerIdx};
@@ -407,38 +408,6 @@ impl Serialize for LiveJobsSlot {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.serialize_unit()
     }
-}
-
-/// Appends `v` as postcard writes an unsigned integer: seven bits a byte, low first, the high
-/// bit set on every byte but the last. A `u128` below 2^64 writes the same bytes.
-#[inline]
-fn varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push(v as u8 | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-/// How many bytes [`varint`] writes for `v`.
-#[inline]
-fn varint_len(v: u64) -> usize {
-    (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
-}
-
-/// [`varint`] for a `u128`: the low bytes of a value past `u64::MAX`, then the rest.
-fn varint128(out: &mut Vec<u8>, mut v: u128) {
-    while v > u64::MAX as u128 {
-        out.push(v as u8 | 0x80);
-        v >>= 7;
-    }
-    varint(out, v as u64);
-}
-
-/// A signed integer as postcard writes it: zigzag (0, -1, 1, -2, ...), then a varint.
-#[inline]
-fn zigzag(v: i64) -> u64 {
-    ((v << 1) ^ (v >> 63)) as u64
 }
 
 /// A running job's [`AttemptSnap`], field by field in its declared order.
@@ -1320,37 +1289,6 @@ mod tests {
             capacity: std::collections::BTreeMap::from([("cpu".to_string(), cpu)]),
             labels: std::collections::BTreeMap::new(),
             max_jobs,
-        }
-    }
-
-    // Proves: `varint_len` counts the bytes `varint` writes, and `varint` and `zigzag` write
-    // what postcard writes, at every width's edges.
-    #[test]
-    fn varints_write_and_count_as_postcard_does() {
-        for bits in 0..64 {
-            for v in [
-                (1u64 << bits) - 1,
-                1u64 << bits,
-                (1u64 << bits) + 1,
-                u64::MAX >> bits,
-            ] {
-                let mut mine = Vec::new();
-                varint(&mut mine, v);
-                assert_eq!(mine, postcard::to_stdvec(&v).expect("encodes"), "{v}");
-                assert_eq!(varint_len(v), mine.len(), "{v}");
-                let signed = v as i64;
-                let mut mine = Vec::new();
-                varint(&mut mine, zigzag(signed));
-                assert_eq!(
-                    mine,
-                    postcard::to_stdvec(&signed).expect("encodes"),
-                    "{signed}"
-                );
-                let wide = (v as u128) << 60;
-                let mut mine = Vec::new();
-                varint128(&mut mine, wide);
-                assert_eq!(mine, postcard::to_stdvec(&wide).expect("encodes"), "{wide}");
-            }
         }
     }
 
