@@ -252,12 +252,27 @@ impl Engine {
         cost: u128,
     ) {
         let tenant = self.tenant_for(&spec.tenant);
-        let class = self
-            .class_index(spec.class.as_deref())
-            .expect("accepted job's class exists");
-        let key = self
-            .shape_key(spec, class)
-            .expect("accepted job's shape is valid");
+        let (class, key) = match self.accept_hint.take() {
+            Some(hint) => {
+                debug_assert_eq!(
+                    Some(&hint),
+                    self.class_index(spec.class.as_deref())
+                        .and_then(|class| Some((class, self.shape_key(spec, class).ok()?)))
+                        .as_ref(),
+                    "admission's class and shape are the accepted job's"
+                );
+                hint
+            }
+            None => {
+                let class = self
+                    .class_index(spec.class.as_deref())
+                    .expect("accepted job's class exists");
+                let key = self
+                    .shape_key(spec, class)
+                    .expect("accepted job's shape is valid");
+                (class, key)
+            }
+        };
         let is_gang = key.gang_min > 1;
         let (shape, new) = self
             .shapes

@@ -48,11 +48,15 @@ use crate::job::{JobState, JobStatus};
 use crate::policy::{DEFAULT_CLASS, Policy};
 use crate::queue::OrderKey;
 use crate::resources::{Limit, ResVec, ResourceTable};
-use crate::shape::{GroupTable, ShapeTable, Worker};
+use crate::shape::{GroupTable, ShapeKey, ShapeTable, Worker};
 use crate::time::{Dur, Time};
 use crate::weight::Weight;
 use state::{Class, Gps, Job, Node, NodeKind, OrderParams, Pools, Tenant, TreeShape, tree_shape};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+/// The most events the list that collects a turn's events starts with room for (about 1 MiB);
+/// a larger turn grows it as it goes.
+pub(crate) const EVENTS_ROOM: usize = 4096;
 
 /// Limits and switches of one engine instance (not part of the policy).
 #[derive(Clone, Debug)]
@@ -152,6 +156,10 @@ pub struct Engine {
     pub(crate) applying_at: Time,
     /// The job the event being applied is about, when its emitter knows it.
     pub(crate) apply_hint: Option<JobIdx>,
+    /// The class and shape admission settled on for the job whose `JobAccepted` is being
+    /// emitted, so that applying it does not look them up again (BENCHMARKS.md, item 85).
+    /// Set just before that emit, taken by its apply; replayed events carry none.
+    pub(crate) accept_hint: Option<(u16, ShapeKey)>,
 }
 
 /// A running attempt the engine asked to stop: its worker learns it from its next heartbeat,
@@ -217,6 +225,7 @@ impl Engine {
             restoring: false,
             applying_at: now,
             apply_hint: None,
+            accept_hint: None,
         };
         let source = policy.source.clone();
         engine.emit(Event::PolicyPublished {
@@ -268,8 +277,14 @@ impl Engine {
     }
 
     /// Events produced since the last drain, in order. Persist them before acknowledging.
+    ///
+    /// The list that collects the next turn's events starts with room for as many as this one
+    /// held (up to `EVENTS_ROOM`): a server's turns come in runs of one size (a batch's
+    /// parts, a pass's leases), and a list grown one doubling at a time copied each of its
+    /// events (272 bytes) about once more, a realloc per doubling (BENCHMARKS.md, item 84).
     pub fn drain_events(&mut self) -> Vec<Event> {
-        std::mem::take(&mut self.events)
+        let room = self.events.len().min(EVENTS_ROOM);
+        std::mem::replace(&mut self.events, Vec::with_capacity(room))
     }
 
     /// Stop requests issued since the last call (preemptions and cancellations of running
@@ -813,5 +828,57 @@ impl Engine {
         self.class_by_name
             .get(name.unwrap_or(DEFAULT_CLASS))
             .copied()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::job::JobSpec;
+
+    fn events_seq(event: &Event) -> u64 {
+        match event {
+            Event::JobAccepted { seq, .. } => *seq,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn submit(engine: &mut Engine, from: usize, n: usize) {
+        for i in from..from + n {
+            let answer = engine.submit(Time::ZERO, JobSpec::new(format!("j{i}"), "t"));
+            assert!(answer.is_accepted(), "{answer:?}");
+        }
+    }
+
+    // Proves: a drain hands over every event of the turn, in order, and leaves the next turn's
+    // list with room for as many as that turn held, up to EVENTS_ROOM, so that a run of turns
+    // of one size does not grow its list a doubling at a time.
+    #[test]
+    fn the_next_turns_events_start_with_room_for_the_last_turns() {
+        let policy = crate::bench_rig::policy("fair").unwrap();
+        let mut engine = Engine::new(Time::ZERO, policy, EngineConfig::default());
+        // The policy's publication, the engine's first event.
+        assert_eq!(engine.drain_events().len(), 1);
+        assert_eq!(engine.drain_events().capacity(), 1);
+        submit(&mut engine, 0, 10);
+        let events = engine.drain_events();
+        assert_eq!(events.len(), 10);
+        for (i, event) in events.iter().enumerate() {
+            match event {
+                Event::JobAccepted { spec, seq, .. } => {
+                    assert_eq!(spec.id, format!("j{i}"));
+                    assert_eq!(*seq, events_seq(&events[0]) + i as u64);
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        let next = engine.drain_events();
+        assert!(next.is_empty());
+        assert_eq!(next.capacity(), 10);
+        // An empty turn leaves no room behind it.
+        assert_eq!(engine.drain_events().capacity(), 0);
+        submit(&mut engine, 10, EVENTS_ROOM + 100);
+        assert_eq!(engine.drain_events().len(), EVENTS_ROOM + 100);
+        assert_eq!(engine.drain_events().capacity(), EVENTS_ROOM);
     }
 }

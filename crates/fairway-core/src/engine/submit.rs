@@ -148,6 +148,7 @@ impl Engine {
         };
         self.seq += 1;
         let id = spec.id.clone();
+        self.accept_hint = Some((class, key));
         self.emit(Event::JobAccepted {
             at: now,
             seq: self.seq,
