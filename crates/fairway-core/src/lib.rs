@@ -21,6 +21,7 @@ pub mod queue;
 pub mod resources;
 pub mod shape;
 pub mod time;
+pub mod varint;
 pub mod weight;
 
 pub use config::{Backfill, ConfigError, PolicyName};

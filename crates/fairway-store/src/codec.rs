@@ -23,6 +23,7 @@
 //! multiple of its input, whatever the input bytes are (fuzz targets call [`decode_event`]).
 
 use fairway_core::Event;
+use fairway_core::varint::varint;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -200,8 +201,8 @@ pub fn decode_event(bytes: &[u8]) -> Result<Event, CodecError> {
 pub fn encode_events(events: &[Event]) -> Result<Vec<u8>, CodecError> {
     let mut out = Vec::with_capacity(FRAME_HEADER_LEN + 10 + events.len() * 64);
     out.extend_from_slice(&[0; FRAME_HEADER_LEN]);
-    push_varint(&mut out, 1);
-    push_varint(&mut out, events.len() as u64);
+    varint(&mut out, 1);
+    varint(&mut out, events.len() as u64);
     let mut scratch = Vec::new();
     for event in events {
         scratch.clear();
@@ -210,7 +211,7 @@ pub fn encode_events(events: &[Event]) -> Result<Vec<u8>, CodecError> {
             postcard::to_extend(&LogRecordRef::V1(event), scratch)
                 .map_err(|e| CodecError::Malformed(e.to_string()))?,
         )?;
-        push_varint(&mut out, frame.len() as u64);
+        varint(&mut out, frame.len() as u64);
         out.extend_from_slice(&frame);
         scratch = frame;
     }
@@ -222,10 +223,10 @@ pub fn group_frames(frames: &[&[u8]]) -> Result<Vec<u8>, CodecError> {
     let len: usize = frames.iter().map(|f| f.len() + 5).sum();
     let mut out = Vec::with_capacity(FRAME_HEADER_LEN + 10 + len);
     out.extend_from_slice(&[0; FRAME_HEADER_LEN]);
-    push_varint(&mut out, 1);
-    push_varint(&mut out, frames.len() as u64);
+    varint(&mut out, 1);
+    varint(&mut out, frames.len() as u64);
     for frame in frames {
-        push_varint(&mut out, frame.len() as u64);
+        varint(&mut out, frame.len() as u64);
         out.extend_from_slice(frame);
     }
     seal(out)
@@ -350,15 +351,6 @@ fn take_varint(bytes: &[u8]) -> Result<(u64, &[u8]), CodecError> {
         .map_err(|e| CodecError::Malformed(format!("a length: {e}")))
 }
 
-/// Appends `value` as a postcard varint (unsigned LEB128).
-fn push_varint(out: &mut Vec<u8>, mut value: u64) {
-    while value >= 0x80 {
-        out.push((value as u8) | 0x80);
-        value >>= 7;
-    }
-    out.push(value as u8);
-}
-
 /// Frames the engine's opaque snapshot bytes as `[len][crc32][postcard(SnapshotRecord::V1(bytes))]`.
 pub fn encode_snapshot(bytes: &[u8]) -> Result<Vec<u8>, CodecError> {
     let mut out = snapshot_frame_head(&[bytes])?;
@@ -376,8 +368,8 @@ pub fn snapshot_frame_head(pieces: &[&[u8]]) -> Result<Vec<u8>, CodecError> {
     let bytes_len: usize = pieces.iter().map(|p| p.len()).sum();
     // postcard: the variant index (`V1` is 0), then the bytes as a varint length and the bytes.
     let mut head = vec![0; FRAME_HEADER_LEN];
-    push_varint(&mut head, 0);
-    push_varint(&mut head, bytes_len as u64);
+    varint(&mut head, 0);
+    varint(&mut head, bytes_len as u64);
     let payload_len = head.len() - FRAME_HEADER_LEN + bytes_len;
     let len = u32::try_from(payload_len).map_err(|_| CodecError::TooLarge { len: payload_len })?;
     let mut crc = crc32fast::Hasher::new();
@@ -763,7 +755,7 @@ mod tests {
             .rev()
             .map(|f| {
                 let mut prefix = Vec::new();
-                push_varint(&mut prefix, f.len() as u64);
+                varint(&mut prefix, f.len() as u64);
                 let start = end - f.len() - prefix.len();
                 let range = start..end;
                 end = start;

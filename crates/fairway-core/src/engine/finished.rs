@@ -17,9 +17,9 @@
 
 use super::chunked::CHUNK;
 use super::id_index::{Entry, IdIndex, id_hash};
-use super::varint::put_varint;
 use crate::job::JobState;
 use crate::time::{Dur, Time};
+use crate::varint::put_varint;
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::collections::VecDeque;

@@ -29,7 +29,6 @@ mod snapshot;
 pub(crate) mod state;
 mod submit;
 mod tree;
-mod varint;
 
 pub use census::{
     Census, ClassCensus, PoolCensus, QueuedWork, ReserveStatus, TenantCensus, WorkerView,

@@ -11,7 +11,6 @@
 use super::finished::{FinishedJobs, FinishedSnap, Piece};
 use super::meter::RateMeter;
 use super::state::{Attempt, Drr, Estimator, Job, Ledger, Node, NodeKind};
-use super::varint::{varint, varint_len, varint128, zigzag};
 use super::{Engine, EngineConfig, EngineStats};
 use crate::event::{Event, StopReason};
 use crate::ids::{CHAIN_MAX, Chain, JobIdx, NodeIdx, ShapeId, TenantIdx, WorkerIdx};
@@ -20,6 +19,7 @@ use crate::policy::Policy;
 use crate::queue::OrderKey;
 use crate::resources::ResVec;
 use crate::time::{Dur, Time};
+use crate::varint::{varint, varint_len, varint128, zigzag};
 use crate::weight::Weight;
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;

@@ -1,5 +1,5 @@
-//! Integers as postcard writes them, for the records the engine encodes by hand (a finished
-//! job's, [`super::finished`]; a live job's in a snapshot, [`super::snapshot`]): unsigned
+//! Integers as postcard writes them, for the records encoded by hand (the engine's finished
+//! jobs and a snapshot's live jobs; the store's log record headers): unsigned
 //! integers as varints (seven bits a byte, low first, the high bit set on every byte but the
 //! last), signed ones zigzagged first. Two forms of the same varint: into a buffer on the stack,
 //! for a finished record's few fields appended in one copy; pushed onto the output, for a live
@@ -9,7 +9,7 @@
 /// Writes `v` at `buf[at..]` as postcard writes an unsigned integer (seven bits a byte, low
 /// first, the high bit set on every byte but the last) and returns where it ends.
 #[inline]
-pub(super) fn put_varint(buf: &mut [u8; 64], mut at: usize, mut v: u64) -> usize {
+pub(crate) fn put_varint(buf: &mut [u8; 64], mut at: usize, mut v: u64) -> usize {
     while v >= 0x80 {
         buf[at] = v as u8 | 0x80;
         v >>= 7;
@@ -22,7 +22,7 @@ pub(super) fn put_varint(buf: &mut [u8; 64], mut at: usize, mut v: u64) -> usize
 /// Appends `v` as postcard writes an unsigned integer: seven bits a byte, low first, the high
 /// bit set on every byte but the last. A `u128` below 2^64 writes the same bytes.
 #[inline]
-pub(super) fn varint(out: &mut Vec<u8>, mut v: u64) {
+pub fn varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
         out.push(v as u8 | 0x80);
         v >>= 7;
@@ -32,12 +32,12 @@ pub(super) fn varint(out: &mut Vec<u8>, mut v: u64) {
 
 /// How many bytes [`varint`] writes for `v`.
 #[inline]
-pub(super) fn varint_len(v: u64) -> usize {
+pub(crate) fn varint_len(v: u64) -> usize {
     (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
 }
 
 /// [`varint`] for a `u128`: the low bytes of a value past `u64::MAX`, then the rest.
-pub(super) fn varint128(out: &mut Vec<u8>, mut v: u128) {
+pub(crate) fn varint128(out: &mut Vec<u8>, mut v: u128) {
     while v > u64::MAX as u128 {
         out.push(v as u8 | 0x80);
         v >>= 7;
@@ -47,7 +47,7 @@ pub(super) fn varint128(out: &mut Vec<u8>, mut v: u128) {
 
 /// A signed integer as postcard writes it: zigzag (0, -1, 1, -2, ...), then a varint.
 #[inline]
-pub(super) fn zigzag(v: i64) -> u64 {
+pub(crate) fn zigzag(v: i64) -> u64 {
     ((v << 1) ^ (v >> 63)) as u64
 }
 
