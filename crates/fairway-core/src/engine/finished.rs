@@ -185,6 +185,11 @@ impl FinishedJobs {
         Some(record_at(chunks, head + index(place, forgotten)))
     }
 
+    /// Reads where `id` would be indexed, ahead of a [`FinishedJobs::push`] of it.
+    pub fn touch(&self, id: &str) {
+        self.by_id.touch(id_hash(id));
+    }
+
     /// The record of `id`, decoded.
     pub fn get(&self, id: &str) -> Option<FinishedSnap<'static>> {
         Some(postcard::from_bytes(self.find(id)?).expect("a finished record"))
