@@ -256,22 +256,14 @@ impl Engine {
             Some(hint) => {
                 debug_assert_eq!(
                     Some(&hint),
-                    self.class_index(spec.class.as_deref())
-                        .and_then(|class| Some((class, self.shape_key(spec, class).ok()?)))
-                        .as_ref(),
+                    self.class_and_shape(spec).as_ref(),
                     "admission's class and shape are the accepted job's"
                 );
                 hint
             }
-            None => {
-                let class = self
-                    .class_index(spec.class.as_deref())
-                    .expect("accepted job's class exists");
-                let key = self
-                    .shape_key(spec, class)
-                    .expect("accepted job's shape is valid");
-                (class, key)
-            }
+            None => self
+                .class_and_shape(spec)
+                .expect("an accepted job's class exists and its shape is valid"),
         };
         let is_gang = key.gang_min > 1;
         let (shape, new) = self
@@ -345,6 +337,13 @@ impl Engine {
             }
             _ => self.enqueue(j),
         }
+    }
+
+    /// The class and shape of a job spec, when it has both (admission, which tells why not,
+    /// looks them up itself).
+    pub(crate) fn class_and_shape(&mut self, spec: &JobSpec) -> Option<(u16, ShapeKey)> {
+        let class = self.class_index(spec.class.as_deref())?;
+        Some((class, self.shape_key(spec, class).ok()?))
     }
 
     /// The shape of a job spec, or why it has none.

@@ -466,8 +466,7 @@ impl Engine {
 
     /// What admission would predict now for a job of `spec` (for explanations and tests).
     pub fn predict(&mut self, spec: &JobSpec) -> Option<Prediction> {
-        let class = self.class_index(spec.class.as_deref())?;
-        let key = self.shape_key(spec, class).ok()?;
+        let (class, key) = self.class_and_shape(spec)?;
         let tenant = self.tenant_by_name.get(&spec.tenant).copied();
         let (wait, rate) = self.predict_wait(&key, class, tenant, 0);
         Some(Prediction {
