@@ -6,6 +6,7 @@
 #   cp target/release/fairway /tmp/fairway-new    # and the build to compare, e.g. /tmp/fairway-base
 #   docs/bench-runs/engine-ab.sh 5 /tmp/fairway-base /tmp/fairway-new > ab.jsonl
 #   CAPTURE=both docs/bench-runs/engine-ab.sh 5 ...   # each cell also with --capture-events (item 53)
+#   python3 docs/bench-runs/engine-ab-paired.py ab.jsonl fairway-base fairway-new   # paired medians
 #
 # Instruction counts, the same on any machine for the same binary (the rig decides 7,000 times
 # here: 1,000 warm-up, 5,000 timed, 1,000 counting allocations; divide the total by that):
