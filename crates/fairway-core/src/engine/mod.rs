@@ -56,6 +56,10 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 /// The most events the list that collects a turn's events starts with room for (about 1 MiB);
 /// a larger turn grows it as it goes.
 pub(crate) const EVENTS_ROOM: usize = 4096;
+/// The least room the list starts with after a turn that held any event (about 2 KiB): turns
+/// of a few events alternate in size (a submission's one, a lease and its end's two), and a
+/// list sized for the smaller grew again in the larger (BENCHMARKS.md, item 89).
+pub(crate) const EVENTS_MIN_ROOM: usize = 8;
 
 /// Limits and switches of one engine instance (not part of the policy).
 #[derive(Clone, Debug)]
@@ -278,11 +282,15 @@ impl Engine {
     /// Events produced since the last drain, in order. Persist them before acknowledging.
     ///
     /// The list that collects the next turn's events starts with room for as many as this one
-    /// held (up to `EVENTS_ROOM`): a server's turns come in runs of one size (a batch's
-    /// parts, a pass's leases), and a list grown one doubling at a time copied each of its
-    /// events (272 bytes) about once more, a realloc per doubling (BENCHMARKS.md, item 84).
+    /// held (at least `EVENTS_MIN_ROOM`, at most `EVENTS_ROOM`; none after an empty turn): a
+    /// server's turns come in runs of one size (a batch's parts, a pass's leases), and a list
+    /// grown one doubling at a time copied each of its events (272 bytes) about once more, a
+    /// realloc per doubling (BENCHMARKS.md, items 84 and 89).
     pub fn drain_events(&mut self) -> Vec<Event> {
-        let room = self.events.len().min(EVENTS_ROOM);
+        let room = match self.events.len() {
+            0 => 0,
+            n => n.clamp(EVENTS_MIN_ROOM, EVENTS_ROOM),
+        };
         std::mem::replace(&mut self.events, Vec::with_capacity(room))
     }
 
@@ -843,15 +851,16 @@ mod tests {
     }
 
     // Proves: a drain hands over every event of the turn, in order, and leaves the next turn's
-    // list with room for as many as that turn held, up to EVENTS_ROOM, so that a run of turns
-    // of one size does not grow its list a doubling at a time.
+    // list with room for as many as that turn held, at least EVENTS_MIN_ROOM and at most
+    // EVENTS_ROOM, so that a run of turns of one size, or of a few events each, does not grow
+    // its list a doubling at a time.
     #[test]
     fn the_next_turns_events_start_with_room_for_the_last_turns() {
         let policy = crate::bench_rig::policy("fair").unwrap();
         let mut engine = Engine::new(Time::ZERO, policy, EngineConfig::default());
         // The policy's publication, the engine's first event.
         assert_eq!(engine.drain_events().len(), 1);
-        assert_eq!(engine.drain_events().capacity(), 1);
+        assert_eq!(engine.drain_events().capacity(), EVENTS_MIN_ROOM);
         submit(&mut engine, 0, 10);
         let events = engine.drain_events();
         assert_eq!(events.len(), 10);
