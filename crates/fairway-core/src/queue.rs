@@ -205,14 +205,23 @@ pub struct SubQueue {
 }
 
 impl SubQueue {
-    /// Adds a job.
-    pub fn insert(&mut self, key: OrderKey, seq: u64, job: JobIdx) {
-        let fresh = match key {
-            OrderKey::Fixed(tier, k) => self.fixed.insert((tier, k, seq, job)),
-            OrderKey::Ramp(v) => self.ramp.insert((v, seq, job)),
-            OrderKey::Flat(p) => self.flat.insert((p.saturating_neg(), seq, job)),
+    /// Adds a job. True when the sub-queue holds only jobs of fixed keys and the job entered
+    /// behind its head: the head is then the same as before, at any time (a fixed key does not
+    /// age), which spares the caller recomputing it.
+    pub fn insert(&mut self, key: OrderKey, seq: u64, job: JobIdx) -> bool {
+        let (fresh, behind) = match key {
+            OrderKey::Fixed(tier, k) => {
+                let entry = (tier, k, seq, job);
+                let behind = self.ramp.is_empty()
+                    && self.flat.is_empty()
+                    && self.fixed.first().is_some_and(|head| entry > head);
+                (self.fixed.insert(entry), behind)
+            }
+            OrderKey::Ramp(v) => (self.ramp.insert((v, seq, job)), false),
+            OrderKey::Flat(p) => (self.flat.insert((p.saturating_neg(), seq, job)), false),
         };
         assert!(fresh, "job {job:?} entered a sub-queue twice");
+        behind
     }
 
     /// Removes a job; it must be present under `key`.
@@ -326,12 +335,14 @@ mod tests {
 
     /// The ring and its B-tree hold the same set, in the same order, as one B-tree would,
     /// through in-order and out-of-order inserts, removals at the ends and in the middle,
-    /// re-inserts and key changes.
+    /// re-inserts and key changes; an insertion says it left the head as it was exactly when
+    /// it entered behind it.
     #[test]
     fn fixed_jobs_behave_as_one_ordered_set() {
         let mut model: BTreeSet<FixedEntry> = BTreeSet::new();
         let mut q = SubQueue::default();
         let mut seq = 0u64;
+        let mut behind_seen = 0;
         let mut rng = 0x2545_f491_4f6c_dd1du64;
         let mut next = move || {
             rng ^= rng << 13;
@@ -357,8 +368,14 @@ mod tests {
                 };
                 let job = JobIdx(step);
                 let e = (tier, key, s, job);
-                q.insert(OrderKey::Fixed(tier, key), s, job);
+                let head = model.first().copied();
+                let behind = q.insert(OrderKey::Fixed(tier, key), s, job);
                 assert!(model.insert(e));
+                assert_eq!(behind, head.is_some_and(|h| e > h), "step {step}");
+                if behind {
+                    assert_eq!(model.first().copied(), head, "step {step}");
+                    behind_seen += 1;
+                }
             } else {
                 // The head, or a job from anywhere.
                 let e = if r % 3 == 0 {
@@ -385,6 +402,31 @@ mod tests {
         let ordered: Vec<JobIdx> = q.ordered(0, 5).into_iter().map(|e| e.1).collect();
         let want: Vec<JobIdx> = model.iter().take(5).map(|e| e.3).collect();
         assert_eq!(ordered, want);
+        assert!(
+            behind_seen > 1_000,
+            "{behind_seen} insertions behind the head"
+        );
+    }
+
+    // Proves: a sub-queue holding an aging (ramp) or flat job never says an insertion left
+    // its head as it was: that head depends on the time it is read at.
+    #[test]
+    fn an_insertion_beside_aging_jobs_never_claims_the_head_kept() {
+        let mut q = SubQueue::default();
+        assert!(
+            !q.insert(OrderKey::Fixed(1, 0), 1, JobIdx(1)),
+            "the first job is the head"
+        );
+        assert!(q.insert(OrderKey::Fixed(1, 0), 2, JobIdx(2)));
+        assert!(
+            !q.insert(OrderKey::Fixed(0, 0), 3, JobIdx(3)),
+            "a deadline goes first"
+        );
+        assert!(!q.insert(OrderKey::Ramp(0), 4, JobIdx(4)));
+        assert!(!q.insert(OrderKey::Fixed(1, 0), 5, JobIdx(5)));
+        let mut flat = SubQueue::default();
+        flat.insert(OrderKey::Flat(3), 1, JobIdx(1));
+        assert!(!flat.insert(OrderKey::Fixed(1, 0), 2, JobIdx(2)));
     }
 
     #[test]
