@@ -101,6 +101,9 @@ pub(crate) struct Backlog {
 pub struct Engine {
     pub(crate) config: EngineConfig,
     pub(crate) policy: Policy,
+    /// Whether a declared tenant of the policy limits the classes it may submit to: when none
+    /// does, admission does not walk a tenant's path looking for a limit (item 91).
+    pub(crate) classes_limited: bool,
     pub(crate) version: u64,
     pub(crate) shape_kind: TreeShape,
     pub(crate) resources: ResourceTable,
@@ -183,6 +186,7 @@ impl Engine {
         let mut engine = Engine {
             config,
             policy: Policy::built_in(),
+            classes_limited: false,
             version: 0,
             shape_kind: TreeShape::Flat,
             resources: ResourceTable::default(),
@@ -611,6 +615,7 @@ impl Engine {
             }
         }
         let rebuild = old_kind != Some(policy.name);
+        self.classes_limited = policy.tenants.iter().any(|t| t.classes.is_some());
         self.policy = policy;
         self.version = version;
         self.observe(at);

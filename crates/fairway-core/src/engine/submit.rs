@@ -67,7 +67,10 @@ impl Engine {
         if let Some(previous) = self.previous_answer(&spec) {
             return previous;
         }
-        if let Err(why) = validate(&spec) {
+        // A tenant the engine knows had its name checked when it first appeared (a submission
+        // or the policy): it is not checked again (item 91).
+        let tenant = self.tenant_by_name.get(&spec.tenant).copied();
+        if let Err(why) = validate(&spec, tenant.is_some()) {
             return final_(RejectReason::Invalid(why));
         }
         let Some(class) = self.class_index(spec.class.as_deref()) else {
@@ -99,7 +102,6 @@ impl Engine {
         {
             return final_(RejectReason::EstimateTooLarge);
         }
-        let tenant = self.tenant_by_name.get(&spec.tenant).copied();
         let estimate = self.effective_estimate(tenant, class, spec.estimate);
         let start = spec.not_before.unwrap_or(now).max(now);
         if let Some(deadline) = spec.deadline
@@ -205,6 +207,9 @@ impl Engine {
     /// Whether tenant `name` may submit to `class`: its own declaration, or the nearest
     /// declared ancestor's, decides.
     fn class_permitted(&self, name: &str, class: u16) -> bool {
+        if !self.classes_limited {
+            return true;
+        }
         let class_name = self.class_name(class);
         let mut cur = Some(name);
         while let Some(n) = cur {
@@ -476,8 +481,9 @@ impl Engine {
     }
 }
 
-/// Checks a job spec for malformed fields.
-pub(crate) fn validate(spec: &JobSpec) -> Result<(), String> {
+/// Checks a job spec for malformed fields; the tenant's name only if `tenant_known` is false
+/// (a known tenant's name was checked when it first appeared).
+pub(crate) fn validate(spec: &JobSpec, tenant_known: bool) -> Result<(), String> {
     if spec.id.is_empty() || spec.id.len() > MAX_JOB_ID_LEN {
         return Err(format!("job id must be 1 to {MAX_JOB_ID_LEN} bytes"));
     }
@@ -489,7 +495,11 @@ pub(crate) fn validate(spec: &JobSpec) -> Result<(), String> {
     if control {
         return Err("job id contains control characters".to_string());
     }
-    check_tenant_name(&spec.tenant)?;
+    if tenant_known {
+        debug_assert!(check_tenant_name(&spec.tenant).is_ok(), "{:?}", spec.tenant);
+    } else {
+        check_tenant_name(&spec.tenant)?;
+    }
     if let Some(c) = &spec.class {
         check_name("class", c)?;
     }
@@ -539,6 +549,46 @@ mod tests {
             labels: Default::default(),
             max_jobs: jobs,
         }
+    }
+
+    // Proves: a tenant declared with `classes` is refused the others, and so are the tenants
+    // under it, under every policy version that declares it and after a snapshot restore;
+    // a policy that limits no tenant's classes permits every class (item 91's short cut).
+    #[test]
+    fn class_limits_hold_across_policy_versions_and_a_restore() {
+        let limited = "[policy]\nname = \"fair\"\n\n[[class]]\nname = \"default\"\n\n\
+            [[class]]\nname = \"gold\"\n\n[[tenant]]\nname = \"cheap\"\nclasses = [\"default\"]\n";
+        let open = "[policy]\nname = \"fair\"\n\n[[class]]\nname = \"default\"\n\n\
+            [[class]]\nname = \"gold\"\n\n[[tenant]]\nname = \"cheap\"\n";
+        let gold = |id: &str, tenant: &str| JobSpec {
+            class: Some("gold".into()),
+            ..JobSpec::new(id, tenant)
+        };
+        let refused = |engine: &mut Engine, id: &str, tenant: &str| {
+            matches!(
+                engine.submit(Time::ZERO, gold(id, tenant)),
+                Admission::RejectedFinal {
+                    reason: RejectReason::ClassNotPermitted(_)
+                }
+            )
+        };
+        let mut engine = Engine::new(
+            Time::ZERO,
+            Policy::from_text(limited).unwrap(),
+            EngineConfig::default(),
+        );
+        assert!(refused(&mut engine, "a", "cheap"));
+        assert!(refused(&mut engine, "b", "cheap/team"));
+        assert!(!refused(&mut engine, "c", "acme"));
+        engine.publish(Time::ZERO, open).unwrap();
+        assert!(!refused(&mut engine, "d", "cheap"));
+        assert!(!refused(&mut engine, "e", "cheap/team"));
+        engine.publish(Time::ZERO, limited).unwrap();
+        assert!(refused(&mut engine, "f", "cheap"));
+        let mut restored = Engine::restore(&engine.snapshot(), EngineConfig::default()).unwrap();
+        assert!(refused(&mut restored, "g", "cheap/team"));
+        assert!(!refused(&mut restored, "h", "acme"));
+        restored.audit().unwrap();
     }
 
     // Proves: an id submitted again gets its first answer when the spec is the same, and is
@@ -660,7 +710,7 @@ mod tests {
             ),
         ) {
             let id: String = id.into_iter().collect();
-            let refused = validate(&JobSpec::new(id.as_str(), "t")).is_err();
+            let refused = validate(&JobSpec::new(id.as_str(), "t"), false).is_err();
             proptest::prop_assert_eq!(refused, id.chars().any(char::is_control), "{:?}", id);
         }
     }
