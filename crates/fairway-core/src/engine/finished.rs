@@ -185,9 +185,25 @@ impl FinishedJobs {
         Some(record_at(chunks, head + index(place, forgotten)))
     }
 
-    /// Reads where `id` would be indexed, ahead of a [`FinishedJobs::push`] of it.
-    pub fn touch(&self, id: &str) {
+    /// Reads where `id` would be indexed, ahead of a [`FinishedJobs::push`] of it; and, when
+    /// that push will forget the oldest record (the list at `retention`), where the oldest is
+    /// indexed too, so that both cold misses overlap the caller's others (item 92).
+    pub fn touch(&self, id: &str, retention: usize) {
         self.by_id.touch(id_hash(id));
+        if self.len >= retention.clamp(1, MAX_RETAINED)
+            && let Some(hash) = self.oldest().and_then(Entry::hash)
+        {
+            self.by_id.touch(hash);
+        }
+    }
+
+    /// The index entry of the oldest record, if any.
+    fn oldest(&self) -> Option<Held> {
+        let first = self.chunks.front().filter(|_| self.len > 0)?;
+        Some(Held {
+            place: self.forgotten as u32,
+            hash: first.hashes[self.head],
+        })
     }
 
     /// The record of `id`, decoded.
@@ -285,12 +301,8 @@ impl FinishedJobs {
 
     /// Forgets the oldest record.
     fn forget_oldest(&mut self) {
-        let first = &self.chunks[0];
         // An id remembered twice points at its later place: that stays.
-        let place = Held {
-            place: self.forgotten as u32,
-            hash: first.hashes[self.head],
-        };
+        let place = self.oldest().expect("a record to forget");
         self.by_id.remove_entry(place);
         self.forgotten += 1;
         self.head += 1;
@@ -415,7 +427,16 @@ mod tests {
             let mut f = FinishedJobs::default();
             let total = 3 * CHUNK + 17;
             for i in 0..total {
-                f.push(&record(&format!("j{i}"), i as u32), retention);
+                let id = format!("j{i}");
+                // The read-ahead an attempt's end makes, in every state the list passes
+                // through (empty, filling, at its retention, a chunk just dropped).
+                f.touch(&id, retention);
+                if f.len() >= retention {
+                    let oldest = f.oldest().expect("a list at its retention has an oldest");
+                    assert_eq!(oldest.place as usize, i - retention);
+                    assert_eq!(oldest.hash, id_hash(&format!("j{}", i - retention)) as u32);
+                }
+                f.push(&record(&id, i as u32), retention);
                 assert_eq!(f.len(), (i + 1).min(retention));
             }
             let first = total - retention;
