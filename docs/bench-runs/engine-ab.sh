@@ -6,6 +6,8 @@
 #   cp target/release/fairway /tmp/fairway-new    # and the build to compare, e.g. /tmp/fairway-base
 #   docs/bench-runs/engine-ab.sh 5 /tmp/fairway-base /tmp/fairway-new > ab.jsonl
 #   CAPTURE=both docs/bench-runs/engine-ab.sh 5 ...   # each cell also with --capture-events (item 53)
+#   SETTLED=1 docs/bench-runs/engine-ab.sh 5 ...      # 10^6 x 10^4 only, the finished list at its
+#                                                     # retention first (--warmup 1100000, item 92)
 #   python3 docs/bench-runs/engine-ab-paired.py ab.jsonl fairway-base fairway-new   # paired medians
 #
 # Instruction counts, the same on any machine for the same binary (the rig decides 7,000 times
@@ -17,10 +19,12 @@ set -u
 modes=("")
 if [ "${CAPTURE:-}" = both ]; then modes=("" "--capture-events"); fi
 rounds=$1; shift
+big="--min-queued 1000000 --max-queued 1000000 --min-tenants 10000 --max-tenants 10000"
+cells=("$big" "--min-queued 1000 --max-queued 1000 --max-tenants 10")
+if [ "${SETTLED:-}" = 1 ]; then cells=("$big --warmup 1100000"); fi
 for r in $(seq 1 "$rounds"); do
   for b in "$@"; do
-    for cell in "--min-queued 1000000 --max-queued 1000000 --min-tenants 10000 --max-tenants 10000" \
-                "--min-queued 1000 --max-queued 1000 --max-tenants 10"; do
+    for cell in "${cells[@]}"; do
       for mode in "${modes[@]}"; do
         # shellcheck disable=SC2086
         "$b" bench engine $cell --no-idle --no-seed002 $mode 2>/dev/null |
