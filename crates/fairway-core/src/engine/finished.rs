@@ -186,14 +186,14 @@ impl FinishedJobs {
     }
 
     /// Reads where `id` would be indexed, ahead of a [`FinishedJobs::push`] of it; and, when
-    /// that push will forget the oldest record (the list at `retention`), where the oldest is
-    /// indexed too, so that both cold misses overlap the caller's others (item 92).
+    /// that push will forget the oldest record (the list at `retention`), the oldest's entry
+    /// too, so that these cold misses overlap the caller's others (items 92 and 93).
     pub fn touch(&self, id: &str, retention: usize) {
         self.by_id.touch(id_hash(id));
         if self.len >= retention.clamp(1, MAX_RETAINED)
-            && let Some(hash) = self.oldest().and_then(Entry::hash)
+            && let Some(oldest) = self.oldest()
         {
-            self.by_id.touch(hash);
+            self.by_id.touch_entry(oldest);
         }
     }
 

@@ -142,6 +142,13 @@ impl<P: Entry> IdIndex<P> {
         std::hint::black_box(self.table.find(hash, |_| false));
     }
 
+    /// Finds `place` where [`IdIndex::remove_entry`] will look for it, so that its removal
+    /// soon after finds both its control bytes and its entry in cache (item 93).
+    pub fn touch_entry(&self, place: P) {
+        let hash = place.hash().expect("an entry that carries its id's hash");
+        std::hint::black_box(self.table.find(hash, |&p| p == place));
+    }
+
     /// Points `id` at `place`, which must already hold it, replacing the place it had.
     pub fn insert<I: IdAt>(&mut self, id: &str, place: P, id_of: impl Fn(P) -> I) {
         let hash = place.hash().unwrap_or_else(|| id_hash(id));
