@@ -190,11 +190,17 @@ impl FinishedJobs {
     /// too, so that these cold misses overlap the caller's others (items 92 and 93).
     pub fn touch(&self, id: &str, retention: usize) {
         self.by_id.touch(id_hash(id));
-        if self.len >= retention.clamp(1, MAX_RETAINED)
+        if self.full(retention)
             && let Some(oldest) = self.oldest()
         {
             self.by_id.touch_entry(oldest);
         }
+    }
+
+    /// Whether the list holds `retention` records (or its own limit): the next push forgets
+    /// the oldest.
+    fn full(&self, retention: usize) -> bool {
+        self.len >= retention.clamp(1, MAX_RETAINED)
     }
 
     /// The index entry of the oldest record, if any.
@@ -260,7 +266,7 @@ impl FinishedJobs {
 
     /// Remembers `f` as the latest to finish; beyond `retention` the oldest is forgotten.
     pub fn push(&mut self, f: &FinishedSnap<'_>, retention: usize) {
-        while self.len >= retention.clamp(1, MAX_RETAINED) {
+        while self.full(retention) {
             self.forget_oldest();
         }
         let place = Held {

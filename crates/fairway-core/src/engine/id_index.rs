@@ -80,6 +80,11 @@ fn hash_of<P: Entry, I: IdAt>(entry: P, id_of: &impl Fn(P) -> I) -> u64 {
     entry.hash().unwrap_or_else(|| id_of(entry).hash())
 }
 
+/// The hash an entry that must carry its id's hash carries (a finished job's place does).
+fn carried_hash<P: Entry>(entry: P) -> u64 {
+    entry.hash().expect("an entry that carries its id's hash")
+}
+
 /// Buckets of the old table emptied per insertion while the index grows. A table of `b`
 /// buckets holds at most `7b/8` entries, and its successor has room for twice as many: the
 /// `b / MOVE_BUCKETS` insertions that empty the old table come well before the new one is full.
@@ -145,8 +150,7 @@ impl<P: Entry> IdIndex<P> {
     /// Finds `place` where [`IdIndex::remove_entry`] will look for it, so that its removal
     /// soon after finds both its control bytes and its entry in cache (item 93).
     pub fn touch_entry(&self, place: P) {
-        let hash = place.hash().expect("an entry that carries its id's hash");
-        std::hint::black_box(self.table.find(hash, |&p| p == place));
+        std::hint::black_box(self.table.find(carried_hash(place), |&p| p == place));
     }
 
     /// Points `id` at `place`, which must already hold it, replacing the place it had.
@@ -177,8 +181,7 @@ impl<P: Entry> IdIndex<P> {
 
     /// Takes out `place`, an entry that carries its id's hash, without reading the id.
     pub fn remove_entry(&mut self, place: P) -> bool {
-        let hash = place.hash().expect("an entry that carries its id's hash");
-        self.remove_hashed(hash, place)
+        self.remove_hashed(carried_hash(place), place)
     }
 
     fn remove_hashed(&mut self, hash: u64, place: P) -> bool {

@@ -110,8 +110,8 @@ impl Engine {
     ) -> Result<JobState, LeaseError> {
         let now = self.observe(now);
         // A job that ends is remembered among the finished ones, under its id (and, at the
-        // retention, the oldest is forgotten): that index's cold control bytes are read now,
-        // so that their misses overlap the live look-up's.
+        // retention, the oldest is forgotten): where both sit in that index is read now, so
+        // that those cold misses overlap the live look-up's.
         self.finished.touch(id, self.config.finished_retention);
         let j = self.running(id, epoch).inspect_err(|e| {
             if matches!(e, LeaseError::StaleEpoch { .. }) {
