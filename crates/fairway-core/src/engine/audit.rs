@@ -9,6 +9,7 @@ use crate::config::{Backfill, PolicyName};
 use crate::ids::{GroupId, ShapeId, TenantIdx, WorkerIdx};
 use crate::job::JobState;
 use crate::resources::ResVec;
+use crate::time::Time;
 use std::collections::BTreeMap;
 
 impl Engine {
@@ -187,7 +188,47 @@ impl Engine {
                 return Err(format!("node {i} does not belong to its tenant"));
             }
         }
+        self.audit_worker_ttl()?;
         self.audit_pending()
+    }
+
+    /// Exactly the live workers are listed by expiry, each at its last contact plus the time to
+    /// live, earliest first.
+    fn audit_worker_ttl(&self) -> Result<(), String> {
+        let mut last = Time::ZERO;
+        for (at, w) in self.worker_ttl.iter() {
+            let worker = self
+                .workers
+                .get(w.ix())
+                .ok_or_else(|| format!("worker slot {} listed by expiry but absent", w.0))?;
+            if worker.group.is_none() {
+                return Err(format!(
+                    "worker {:?} listed by expiry but not live",
+                    worker.name
+                ));
+            }
+            if at != worker.last_seen.plus(self.config.worker_ttl) {
+                return Err(format!(
+                    "worker {:?} listed to expire at {at:?}, last seen {:?}",
+                    worker.name, worker.last_seen
+                ));
+            }
+            if at < last {
+                return Err(format!(
+                    "worker {:?} listed out of expiry order",
+                    worker.name
+                ));
+            }
+            last = at;
+        }
+        let live = self.workers.iter().filter(|w| w.group.is_some()).count();
+        if live != self.worker_ttl.len() {
+            return Err(format!(
+                "{live} live workers but {} listed by expiry",
+                self.worker_ttl.len()
+            ));
+        }
+        Ok(())
     }
 
     /// Each node's `pending` is what its running attempts' ends will take back.

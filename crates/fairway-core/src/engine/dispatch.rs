@@ -71,7 +71,8 @@ impl Engine {
     /// Registers or refreshes a worker. With `max_jobs > 0` it waits for work until it gets
     /// leases from [`Engine::schedule`] or is withdrawn by [`Engine::worker_withdraw`].
     pub fn worker_ready(&mut self, now: Time, offer: &WorkerOffer) -> Result<(), String> {
-        self.observe(now);
+        // The engine's time, which never goes back: the worker list is kept by expiry.
+        let now = self.observe(now);
         check_name("worker", &offer.worker)?;
         check_name("pool", &offer.pool)?;
         for (k, v) in &offer.labels {
@@ -115,11 +116,8 @@ impl Engine {
             self.worker_join(w, group, &offer.pool, capacity);
         }
         let worker = &mut self.workers[w.ix()];
-        self.worker_ttl
-            .remove(&(worker.last_seen.plus(self.config.worker_ttl), w));
         worker.last_seen = now;
-        self.worker_ttl
-            .insert((now.plus(self.config.worker_ttl), w));
+        self.worker_ttl.set(w, now.plus(self.config.worker_ttl));
         worker.max_jobs_left = offer.max_jobs;
         worker.polling = offer.max_jobs > 0;
         let set = self.polling.entry(group).or_default();
@@ -259,11 +257,7 @@ impl Engine {
 
     /// Forgets workers not heard from within the worker TTL.
     pub(crate) fn expire_workers(&mut self, now: Time) {
-        while let Some(&(at, w)) = self.worker_ttl.first() {
-            if at > now {
-                break;
-            }
-            self.worker_ttl.remove(&(at, w));
+        for w in self.worker_ttl.take_due(now) {
             self.worker_leave(w);
             self.forget_worker_if_idle(w);
         }

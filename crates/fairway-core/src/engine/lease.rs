@@ -52,9 +52,8 @@ impl Engine {
             let worker = &mut self.workers[w.ix()];
             // Heard from already at this instant (a batch of completions): its expiry stands.
             if worker.group.is_some() && worker.last_seen != now {
-                self.worker_ttl.remove(&(worker.last_seen.plus(ttl), w));
                 worker.last_seen = now;
-                self.worker_ttl.insert((now.plus(ttl), w));
+                self.worker_ttl.set(w, now.plus(ttl));
             }
         }
     }

@@ -29,6 +29,7 @@ mod snapshot;
 pub(crate) mod state;
 mod submit;
 mod tree;
+mod worker_ttl;
 
 pub use census::{
     Census, ClassCensus, PoolCensus, QueuedWork, ReserveStatus, TenantCensus, WorkerView,
@@ -136,7 +137,8 @@ pub struct Engine {
     pub(crate) stops: BTreeSet<(Time, JobIdx)>,
     pub(crate) caps: BTreeSet<(Time, JobIdx)>,
     pub(crate) deadlines: BTreeSet<(Time, JobIdx)>,
-    pub(crate) worker_ttl: BTreeSet<(Time, WorkerIdx)>,
+    /// Live workers by when they expire unless heard from again.
+    pub(crate) worker_ttl: worker_ttl::WorkerTtl,
     pub(crate) gps: Gps,
     pub(crate) drr_round: u128,
     pub(crate) drr_position: u64,
@@ -214,7 +216,7 @@ impl Engine {
             stops: BTreeSet::new(),
             caps: BTreeSet::new(),
             deadlines: BTreeSet::new(),
-            worker_ttl: BTreeSet::new(),
+            worker_ttl: worker_ttl::WorkerTtl::default(),
             gps: Gps::default(),
             drr_round: 0,
             drr_position: 0,
@@ -332,7 +334,7 @@ impl Engine {
             self.expiries.first().map(|e| e.0),
             self.stops.first().map(|e| e.0),
             self.deadlines.first().map(|e| e.0),
-            self.worker_ttl.first().map(|e| e.0),
+            self.worker_ttl.first_at(),
         ]
         .into_iter()
         .flatten()
@@ -846,13 +848,82 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::job::JobSpec;
+    use crate::job::{JobSpec, Outcome};
 
     fn submit(engine: &mut Engine, from: usize, n: usize) {
         for i in from..from + n {
             let answer = engine.submit(Time::ZERO, JobSpec::new(format!("j{i}"), "t"));
             assert!(answer.is_accepted(), "{answer:?}");
         }
+    }
+
+    // Proves: a worker is forgotten once its time to live has passed since it was last heard
+    // from (a poll or an attempt's end), not before; `poll_timeout` names the earliest such
+    // instant; two workers due at one instant both go; the audit holds throughout.
+    #[test]
+    fn workers_expire_their_time_to_live_after_they_were_last_heard_from() {
+        let policy = crate::bench_rig::policy("fifo").unwrap();
+        let config = EngineConfig {
+            worker_ttl: Dur(10),
+            ..EngineConfig::default()
+        };
+        let mut engine = Engine::new(Time::ZERO, policy, config);
+        let offer = |name: &str, max_jobs| WorkerOffer {
+            worker: name.into(),
+            pool: "default".into(),
+            capacity: [("cpu".into(), 1.0)].into(),
+            labels: Default::default(),
+            max_jobs,
+        };
+        let live = |engine: &Engine| -> Vec<String> {
+            let mut names: Vec<String> = engine
+                .workers
+                .iter()
+                .filter(|w| w.group.is_some())
+                .map(|w| w.name.clone())
+                .collect();
+            names.sort();
+            names
+        };
+        engine.worker_ready(Time(0), &offer("a", 1)).unwrap();
+        engine.worker_ready(Time(5), &offer("b", 0)).unwrap();
+        engine.worker_ready(Time(5), &offer("c", 0)).unwrap();
+        assert!(engine.submit(Time(6), JobSpec::new("j", "t")).is_accepted());
+        let leases = engine.schedule(Time(6));
+        assert_eq!(leases.len(), 1);
+        assert_eq!(leases[0].worker, "a");
+        // a's expiry moves from 10 to 18; b and c stay due at 15.
+        engine
+            .finish(
+                Time(8),
+                "j",
+                leases[0].epoch,
+                Outcome::Succeeded,
+                None,
+                None,
+            )
+            .unwrap();
+        engine.audit().unwrap();
+        assert_eq!(engine.poll_timeout(), Some(Time(15)));
+        engine.tick(Time(14));
+        assert_eq!(live(&engine), ["a", "b", "c"]);
+        engine.tick(Time(15));
+        assert_eq!(live(&engine), ["a"]);
+        engine.audit().unwrap();
+        assert_eq!(engine.poll_timeout(), Some(Time(18)));
+        // Heard from again (a poll): its expiry moves once more.
+        engine.worker_ready(Time(17), &offer("a", 0)).unwrap();
+        engine.tick(Time(26));
+        assert_eq!(live(&engine), ["a"]);
+        engine.tick(Time(27));
+        assert!(live(&engine).is_empty());
+        assert_eq!(engine.poll_timeout(), None);
+        engine.audit().unwrap();
+        // Back after expiring: listed again.
+        engine.worker_ready(Time(30), &offer("b", 0)).unwrap();
+        assert_eq!(live(&engine), ["b"]);
+        assert_eq!(engine.poll_timeout(), Some(Time(40)));
+        engine.audit().unwrap();
     }
 
     // Proves: a drain hands over every event of the turn, in order, and leaves the next turn's
