@@ -11,14 +11,15 @@
 use crate::job::JobSpec;
 use crate::time::{Dur, Time};
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 /// Where the members of an attempt run.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Placement {
-    /// Worker name.
-    pub worker: String,
+    /// Worker name (shared with the engine's worker table: a grant copies no text).
+    pub worker: Arc<str>,
     /// Pool of that worker.
-    pub pool: String,
+    pub pool: Arc<str>,
     /// Members on that worker.
     pub members: u32,
 }

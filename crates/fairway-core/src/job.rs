@@ -4,6 +4,7 @@ use crate::time::{Dur, Time};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
 /// The longest job id.
 pub const MAX_JOB_ID_LEN: usize = 128;
@@ -323,8 +324,9 @@ impl fmt::Display for LeaseError {
 pub struct Lease {
     /// The job.
     pub job: String,
-    /// The worker that holds it.
-    pub worker: String,
+    /// The worker that holds it (shared with the engine's worker table: a grant copies no
+    /// text).
+    pub worker: Arc<str>,
     /// Attempt number (1 for the first).
     pub attempt: u32,
     /// Fencing epoch; every heartbeat and completion must present it.

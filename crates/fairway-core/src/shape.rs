@@ -15,6 +15,7 @@ use crate::resources::ResVec;
 use crate::time::Time;
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 /// The most shapes alive at once; beyond it, admission refuses new shapes (retryable).
 pub const MAX_SHAPES: usize = 65_536;
@@ -275,10 +276,10 @@ impl GroupTable {
 /// that survived a restart.
 #[derive(Clone, Debug)]
 pub struct Worker {
-    /// Its name.
-    pub name: String,
-    /// Its pool.
-    pub pool: String,
+    /// Its name (empty for a free slot), shared with its leases and placements.
+    pub name: Arc<str>,
+    /// Its pool, shared likewise.
+    pub pool: Arc<str>,
     /// Its pool's slot in the engine's pool table, once an attempt's books first needed it
     /// (`None` until then, and again whenever `pool` changes).
     pub pool_slot: Option<PoolIdx>,

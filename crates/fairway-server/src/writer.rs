@@ -1165,9 +1165,9 @@ impl Turns {
     fn deliver(&mut self, now: Time, leases: Vec<Lease>, out: &mut Outbox) {
         let mut served = BTreeSet::new();
         for lease in leases {
-            match self.waiters.get_mut(&lease.worker) {
+            match self.waiters.get_mut(&*lease.worker) {
                 Some(w) => {
-                    served.insert(lease.worker.clone());
+                    served.insert(lease.worker.to_string());
                     w.granted.push(lease);
                 }
                 None => {

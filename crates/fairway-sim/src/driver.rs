@@ -450,7 +450,7 @@ impl<'a> Driver<'a> {
                     let j = self.job_index[job];
                     let workers: Vec<usize> = placements
                         .iter()
-                        .map(|p| self.worker_by_name[&p.worker])
+                        .map(|p| self.worker_by_name[&*p.worker])
                         .collect();
                     let sim_job = &self.sc.jobs[j];
                     let progress = self
@@ -494,7 +494,8 @@ impl<'a> Driver<'a> {
                             },
                         );
                     }
-                    let names: Vec<String> = placements.iter().map(|p| p.worker.clone()).collect();
+                    let names: Vec<String> =
+                        placements.iter().map(|p| p.worker.to_string()).collect();
                     let members: u32 = placements.iter().map(|p| p.members).sum();
                     self.metrics.started(
                         j,

@@ -256,7 +256,7 @@ pub fn sample_event(n: u64) -> Event {
             epoch: n,
             expires: Time(n * 2_000),
             placements: vec![Placement {
-                worker: format!("w{}", n % 4),
+                worker: format!("w{}", n % 4).into(),
                 pool: "default".into(),
                 members: 1,
             }],

@@ -110,7 +110,7 @@ impl Engine {
                 let placements: Placements = placements
                     .iter()
                     .map(|p| {
-                        let w = match self.worker_by_name.get(&p.worker) {
+                        let w = match self.worker_by_name.get(&*p.worker) {
                             Some(&w) => w,
                             None => self.new_worker(&p.worker, &p.pool),
                         };

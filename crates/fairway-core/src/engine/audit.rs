@@ -75,7 +75,7 @@ impl Engine {
                         let part = demand.times(m as u64);
                         worker_used.entry(w).or_default().add(&part);
                         pool_used
-                            .entry(self.workers[w.ix()].pool.clone())
+                            .entry(self.workers[w.ix()].pool.to_string())
                             .or_default()
                             .add(&part);
                         members += m;

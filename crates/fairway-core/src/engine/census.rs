@@ -212,9 +212,13 @@ impl Engine {
                         for (w, members) in &attempt.placements {
                             let pool = &self.workers[w.ix()].pool;
                             let held = demand.times(*members as u64);
-                            tenant.by_pool.entry(pool.clone()).or_default().add(&held);
+                            tenant
+                                .by_pool
+                                .entry(pool.to_string())
+                                .or_default()
+                                .add(&held);
                             if attempt.borrowed {
-                                borrowed.entry(pool.clone()).or_default().add(&held);
+                                borrowed.entry(pool.to_string()).or_default().add(&held);
                             }
                         }
                     }
@@ -412,8 +416,8 @@ impl Engine {
                     .collect();
                 jobs.sort();
                 WorkerView {
-                    name: worker.name.clone(),
-                    pool: worker.pool.clone(),
+                    name: worker.name.to_string(),
+                    pool: worker.pool.to_string(),
                     labels: worker
                         .group
                         .map(|g| self.groups.get(g).labels.clone())

@@ -93,7 +93,7 @@ impl Engine {
             }
         };
         let worker = &self.workers[w.ix()];
-        if !worker.jobs.is_empty() && worker.pool != offer.pool {
+        if !worker.jobs.is_empty() && *worker.pool != *offer.pool {
             // Its attempts hold capacity in the pool they were placed in: moving the worker
             // would move their books too. It may rejoin elsewhere once they end or expire.
             return Err(format!(
@@ -149,8 +149,8 @@ impl Engine {
 
     pub(crate) fn new_worker(&mut self, name: &str, pool: &str) -> WorkerIdx {
         let worker = Worker {
-            name: name.to_string(),
-            pool: pool.to_string(),
+            name: name.into(),
+            pool: pool.into(),
             pool_slot: None,
             group: None,
             capacity: ResVec::default(),
@@ -182,9 +182,9 @@ impl Engine {
         if worker.group.is_some() || !worker.jobs.is_empty() || worker.name.is_empty() {
             return;
         }
-        self.worker_by_name.remove(&worker.name);
-        worker.name.clear();
-        worker.pool.clear();
+        self.worker_by_name.remove(&*worker.name);
+        worker.name = "".into();
+        worker.pool = "".into();
         worker.pool_slot = None;
         self.free_workers.push(w.0);
     }
@@ -194,8 +194,8 @@ impl Engine {
         self.groups.get_mut(g).workers.insert(w);
         let worker = &mut self.workers[w.ix()];
         worker.group = Some(g);
-        if worker.pool != pool {
-            worker.pool = pool.to_string();
+        if *worker.pool != *pool {
+            worker.pool = pool.into();
             worker.pool_slot = None;
         }
         worker.capacity = capacity.clone();

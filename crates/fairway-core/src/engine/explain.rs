@@ -185,7 +185,7 @@ impl Engine {
                 workers = a
                     .placements
                     .iter()
-                    .map(|(w, _)| self.workers[w.ix()].name.clone())
+                    .map(|(w, _)| self.workers[w.ix()].name.to_string())
                     .collect();
             }
             JobState::Deferred => reasons.push(WaitReason::Deferred {

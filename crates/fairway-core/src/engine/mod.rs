@@ -408,7 +408,7 @@ impl Engine {
                     .map(|a| {
                         a.placements
                             .iter()
-                            .map(|(w, _)| self.workers[w.ix()].name.clone())
+                            .map(|(w, _)| self.workers[w.ix()].name.to_string())
                             .collect()
                     })
                     .unwrap_or_default(),
@@ -880,7 +880,7 @@ mod tests {
                 .workers
                 .iter()
                 .filter(|w| w.group.is_some())
-                .map(|w| w.name.clone())
+                .map(|w| w.name.to_string())
                 .collect();
             names.sort();
             names
@@ -891,7 +891,7 @@ mod tests {
         assert!(engine.submit(Time(6), JobSpec::new("j", "t")).is_accepted());
         let leases = engine.schedule(Time(6));
         assert_eq!(leases.len(), 1);
-        assert_eq!(leases[0].worker, "a");
+        assert_eq!(&*leases[0].worker, "a");
         // a's expiry moves from 10 to 18; b and c stay due at 15.
         engine
             .finish(

@@ -692,7 +692,7 @@ impl Engine {
                 .iter()
                 .enumerate()
                 .filter(|(_, w)| !w.name.is_empty())
-                .map(|(i, w)| (i as u32, w.name.clone(), w.pool.clone()))
+                .map(|(i, w)| (i as u32, w.name.to_string(), w.pool.to_string()))
                 .collect(),
             worker_slots: self.workers.len() as u32,
             pools: self
@@ -891,15 +891,15 @@ impl Engine {
             let placeholder = format!("\u{0}{i}");
             e.new_worker(&placeholder, "");
             e.worker_by_name.remove(&placeholder);
-            e.workers[i as usize].name.clear();
+            e.workers[i as usize].name = "".into();
         }
         for (i, name, pool) in &s.head.workers {
             let w = e
                 .workers
                 .get_mut(*i as usize)
                 .ok_or("snapshot worker slot out of range")?;
-            w.name = name.clone();
-            w.pool = pool.clone();
+            w.name = name.as_str().into();
+            w.pool = pool.as_str().into();
             w.pool_slot = None;
             e.worker_by_name.insert(name.clone(), WorkerIdx(*i));
         }

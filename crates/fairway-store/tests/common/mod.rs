@@ -100,8 +100,8 @@ fn after_attempt() -> impl Strategy<Value = AfterAttempt> {
 
 fn placement() -> impl Strategy<Value = Placement> {
     (name(), name(), any::<u32>()).prop_map(|(worker, pool, members)| Placement {
-        worker,
-        pool,
+        worker: worker.into(),
+        pool: pool.into(),
         members,
     })
 }
