@@ -486,7 +486,7 @@ impl Driver {
                 } => {
                     self.running.insert(job.clone(), *epoch);
                     for p in placements {
-                        if let Some(w) = WORKERS.iter().position(|w| *w == p.worker) {
+                        if let Some(w) = WORKERS.iter().position(|w| **w == *p.worker) {
                             self.holding[w].insert(job.clone());
                         }
                     }
