@@ -10,7 +10,7 @@
 //! capacity of the group's workers that are asking for work.
 
 use crate::hash::FxHashMap;
-use crate::ids::{GroupId, JobIdx, PoolIdx, ShapeId, WorkerIdx};
+use crate::ids::{GroupId, PoolIdx, ShapeId, WorkerIdx};
 use crate::resources::ResVec;
 use crate::time::Time;
 use std::collections::hash_map::Entry;
@@ -292,8 +292,8 @@ pub struct Worker {
     /// What it ran when it came back with less capacity than that: it keeps running it and
     /// starts nothing until back within its capacity. `None` when it fit then.
     pub shrink_grace: Option<ResVec>,
-    /// Jobs it runs (attempts holding capacity on it).
-    pub jobs: BTreeSet<JobIdx>,
+    /// Jobs it runs (attempts holding capacity on it), in slot order.
+    pub(crate) jobs: crate::engine::job_set::JobSet,
     /// Whether it is waiting for work now.
     pub polling: bool,
     /// How many more leases it accepts in this poll.

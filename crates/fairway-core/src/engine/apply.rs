@@ -546,7 +546,7 @@ impl Engine {
             let part = per_member.times(m as u64);
             let worker = &mut self.workers[w.ix()];
             worker.used.sub_times(&part, 1);
-            worker.jobs.remove(&j);
+            worker.jobs.remove(j);
             let idle_and_gone = worker.group.is_none() && worker.jobs.is_empty();
             last_worker = Some(w);
             let p = self

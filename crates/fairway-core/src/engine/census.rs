@@ -412,7 +412,7 @@ impl Engine {
                 let mut jobs: Vec<String> = worker
                     .jobs
                     .iter()
-                    .map(|&j| self.job(j).id.to_text())
+                    .map(|j| self.job(j).id.to_text())
                     .collect();
                 jobs.sort();
                 WorkerView {

@@ -156,7 +156,7 @@ impl Engine {
             capacity: ResVec::default(),
             used: ResVec::default(),
             shrink_grace: None,
-            jobs: BTreeSet::new(),
+            jobs: Default::default(),
             polling: false,
             max_jobs_left: 0,
             last_seen: self.now,
@@ -625,7 +625,7 @@ impl Engine {
         self.workers[w.ix()]
             .jobs
             .iter()
-            .filter_map(|&j| {
+            .filter_map(|j| {
                 let job = self.job(j);
                 let a = job.attempt.as_ref()?;
                 let members = a
@@ -1019,7 +1019,7 @@ impl Engine {
             let mut free = worker.free();
             let mut candidates: Vec<(bool, i32, std::cmp::Reverse<Time>, JobIdx, ResVec)> =
                 Vec::new();
-            for &v in &worker.jobs {
+            for v in worker.jobs.iter() {
                 let vj = self.job(v);
                 let Some(a) = vj.attempt.as_ref() else {
                     continue;

@@ -21,6 +21,7 @@ mod explain;
 mod finished;
 mod id_index;
 mod job_id;
+pub(crate) mod job_set;
 mod lease;
 mod lookup;
 mod meter;
