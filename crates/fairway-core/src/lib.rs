@@ -24,6 +24,16 @@ pub mod time;
 pub mod varint;
 pub mod weight;
 
+/// A small deterministic generator (xorshift64) for the model tests that walk random
+/// operations: the same sequence on every run and machine.
+#[cfg(test)]
+pub(crate) fn xorshift(state: &mut u64) -> u64 {
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    *state
+}
+
 pub use config::{Backfill, ConfigError, PolicyName};
 pub use engine::{
     Candidate, DecisionRecord, Engine, EngineConfig, EngineStats, Explanation, Ledger,

@@ -159,6 +159,12 @@ impl Policy {
         Policy::from_text(BUILT_IN_POLICY).expect("the built-in policy is valid")
     }
 
+    /// Whether a declared tenant limits the classes it (and the tenants under it) may submit
+    /// to.
+    pub fn limits_classes(&self) -> bool {
+        self.tenants.iter().any(|t| t.classes.is_some())
+    }
+
     /// Parses and validates a policy file, returning every error found.
     pub fn from_text(text: &str) -> Result<Policy, Vec<ConfigError>> {
         let file = PolicyFile::parse(text).map_err(|e| vec![e])?;

@@ -344,12 +344,7 @@ mod tests {
         let mut seq = 0u64;
         let mut behind_seen = 0;
         let mut rng = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move || {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            rng
-        };
+        let mut next = move || crate::xorshift(&mut rng);
         for step in 0..20_000u32 {
             let r = next();
             if r % 10 < 6 || model.is_empty() {

@@ -17,7 +17,7 @@ impl Engine {
     /// workers, pools, tenants and nodes; capacity never over-allocated; limits never
     /// exceeded; at most one attempt (one authoritative epoch) per job; queue counts.
     pub fn audit(&self) -> Result<(), String> {
-        if self.classes_limited != self.policy.tenants.iter().any(|t| t.classes.is_some()) {
+        if self.classes_limited != self.policy.limits_classes() {
             return Err("the class limits' flag disagrees with the policy".to_string());
         }
         let mut worker_used: BTreeMap<WorkerIdx, ResVec> = BTreeMap::new();

@@ -106,12 +106,7 @@ mod tests {
     #[test]
     fn agrees_with_a_btree_set() {
         let mut state: u64 = 0x2545_F491_4F6C_DD1D;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut next = move || crate::xorshift(&mut state);
         let (mut grew, mut shrank) = (0, 0);
         for _ in 0..20 {
             let mut set = JobSet::default();

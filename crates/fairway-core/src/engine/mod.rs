@@ -618,7 +618,7 @@ impl Engine {
             }
         }
         let rebuild = old_kind != Some(policy.name);
-        self.classes_limited = policy.tenants.iter().any(|t| t.classes.is_some());
+        self.classes_limited = policy.limits_classes();
         self.policy = policy;
         self.version = version;
         self.observe(at);

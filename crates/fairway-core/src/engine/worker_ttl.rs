@@ -153,13 +153,7 @@ mod tests {
     use super::*;
     use std::collections::BTreeSet;
 
-    /// A small deterministic generator for the model test.
-    fn next(state: &mut u64) -> u64 {
-        *state ^= *state << 13;
-        *state ^= *state >> 7;
-        *state ^= *state << 17;
-        *state
-    }
+    use crate::xorshift as next;
 
     // Proves: the list agrees with the ordered set it replaced, through random sets (mostly
     // later than every expiry, as the engine makes them, sometimes earlier), removals and
