@@ -6,6 +6,7 @@
 //! [`Engine::apply_ended`] directly with what the event would have said, sparing its strings.
 
 use super::Engine;
+use super::expiry_list::Link;
 use super::finished::FinishedSnap;
 use super::state::{Attempt, Job, NodeKind, Placements, to_wns};
 use crate::config::PolicyName;
@@ -143,15 +144,17 @@ impl Engine {
                 );
             }
             Event::LeaseExtended {
+                at,
                 job,
                 expires,
                 progress,
                 ..
             } => {
                 let j = self.lookup(job);
-                let old = self.job(j).attempt.as_ref().expect("running").expires;
-                self.expiries.remove(&(old, j));
-                self.expiries.insert((*expires, j));
+                self.expiries.remove(&mut self.jobs, j.0);
+                let length = expires.since(*at);
+                self.expiries
+                    .push(&mut self.jobs, j.0, *expires, Some(length));
                 let job = self.job_mut(j);
                 job.attempt.as_mut().expect("running").expires = *expires;
                 if let Some(p) = progress {
@@ -165,8 +168,7 @@ impl Engine {
                 ..
             } => {
                 let j = self.lookup(job);
-                let expires = self.job(j).attempt.as_ref().expect("running").expires;
-                self.expiries.remove(&(expires, j));
+                self.expiries.remove(&mut self.jobs, j.0);
                 self.stops.insert((*deadline, j));
                 let job = self.job_mut(j);
                 job.attempt.as_mut().expect("running").stop = Some((*reason, *deadline));
@@ -461,8 +463,11 @@ impl Engine {
             borrowed: grant.borrowed,
             policy_version: grant.policy_version,
             worker_share: grant.worker_share,
+            lease_link: Link::UNLISTED,
         }));
-        self.expiries.insert((grant.expires, j));
+        let length = grant.expires.since(grant.at);
+        self.expiries
+            .push(&mut self.jobs, j.0, grant.expires, Some(length));
         self.stats.dispatches += 1;
         for n in self.ancestors(leaf) {
             self.rekey_node(n);
@@ -517,6 +522,7 @@ impl Engine {
         progress: Option<Dur>,
         after: AfterAttempt,
     ) {
+        self.expiries.remove(&mut self.jobs, j.0);
         let a = self
             .job_mut(j)
             .attempt
@@ -527,7 +533,6 @@ impl Engine {
             let job = self.job(j);
             (job.tenant, job.class, job.shape, job.leaf)
         };
-        self.expiries.remove(&(a.expires, j));
         if let Some((_, deadline)) = a.stop {
             self.stops.remove(&(deadline, j));
         }

@@ -189,6 +189,7 @@ impl Engine {
             }
         }
         self.audit_worker_ttl()?;
+        self.audit_expiries()?;
         self.audit_pending()
     }
 
@@ -226,6 +227,53 @@ impl Engine {
             return Err(format!(
                 "{live} live workers but {} listed by expiry",
                 self.worker_ttl.len()
+            ));
+        }
+        Ok(())
+    }
+
+    /// Exactly the running attempts that are not stopping are listed by lease expiry, each at
+    /// its lease's end, each list earliest first, the leases granted or extended for one length
+    /// on that length's list.
+    fn audit_expiries(&self) -> Result<(), String> {
+        let mut listed = 0;
+        for (length, list) in self.expiries.lists() {
+            let mut last = Time::ZERO;
+            for (at, j) in list.iter(&self.jobs) {
+                let job = self.jobs[j as usize]
+                    .as_ref()
+                    .expect("a listed lease's job");
+                let a = job.attempt.as_deref().expect("a listed lease's attempt");
+                if a.stop.is_some() || at != a.expires {
+                    return Err(format!(
+                        "job {} listed to expire at {at:?}: its lease ends at {:?}, stop {:?}",
+                        job.id, a.expires, a.stop
+                    ));
+                }
+                if at < last {
+                    return Err(format!("job {} listed out of expiry order", job.id));
+                }
+                if length.is_some_and(|l| at.since(a.started) < l) {
+                    return Err(format!(
+                        "job {} listed among leases of {length:?}, its lease shorter",
+                        job.id
+                    ));
+                }
+                last = at;
+                listed += 1;
+            }
+        }
+        let leases = self
+            .jobs
+            .iter()
+            .flatten()
+            .filter_map(|job| job.attempt.as_deref())
+            .filter(|a| a.stop.is_none())
+            .count();
+        if leases != listed || listed != self.expiries.len() {
+            return Err(format!(
+                "{leases} running attempts on a lease but {listed} listed by expiry ({} counted)",
+                self.expiries.len()
             ));
         }
         Ok(())

@@ -270,10 +270,8 @@ impl Engine {
             self.emit_for(j, Event::JobEligible { at: now, job: id });
             report.eligible += 1;
         }
-        while let Some(&(at, j)) = self.expiries.first() {
-            if at > now {
-                break;
-            }
+        for (_, j) in self.expiries.take_due(&mut self.jobs, now) {
+            let j = JobIdx(j);
             let usage = now.since(self.job(j).attempt.as_ref().expect("running").started);
             self.end_attempt(j, now, AttemptEnd::Expired, usage, None);
             report.reclaimed += 1;

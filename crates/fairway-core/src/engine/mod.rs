@@ -17,6 +17,7 @@ mod audit;
 mod census;
 mod chunked;
 mod dispatch;
+mod expiry_list;
 mod explain;
 mod finished;
 mod id_index;
@@ -134,7 +135,10 @@ pub struct Engine {
     pub(crate) pools: Pools,
     pub(crate) total_capacity: ResVec,
     pub(crate) deferred: BTreeSet<(Time, JobIdx)>,
-    pub(crate) expiries: BTreeSet<(Time, JobIdx)>,
+    /// Running attempts on a lease (not stopping) by when it runs out: one list per lease
+    /// length (`None`: leases restored from a snapshot, listed in expiry order), the links in
+    /// the attempts.
+    pub(crate) expiries: expiry_list::ExpiryLanes<Option<Dur>>,
     pub(crate) stops: BTreeSet<(Time, JobIdx)>,
     pub(crate) caps: BTreeSet<(Time, JobIdx)>,
     pub(crate) deadlines: BTreeSet<(Time, JobIdx)>,
@@ -213,7 +217,7 @@ impl Engine {
             pools: Pools::default(),
             total_capacity: ResVec::default(),
             deferred: BTreeSet::new(),
-            expiries: BTreeSet::new(),
+            expiries: expiry_list::ExpiryLanes::default(),
             stops: BTreeSet::new(),
             caps: BTreeSet::new(),
             deadlines: BTreeSet::new(),
@@ -332,7 +336,7 @@ impl Engine {
     pub fn poll_timeout(&self) -> Option<Time> {
         [
             self.deferred.first().map(|e| e.0),
-            self.expiries.first().map(|e| e.0),
+            self.expiries.first_at(&self.jobs),
             self.stops.first().map(|e| e.0),
             self.deadlines.first().map(|e| e.0),
             self.worker_ttl.first_at(),
@@ -849,7 +853,7 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::job::{JobSpec, Outcome};
+    use crate::job::{HeartbeatReply, JobSpec, Outcome};
 
     fn submit(engine: &mut Engine, from: usize, n: usize) {
         for i in from..from + n {
@@ -925,6 +929,61 @@ mod tests {
         assert_eq!(live(&engine), ["b"]);
         assert_eq!(engine.poll_timeout(), Some(Time(40)));
         engine.audit().unwrap();
+    }
+
+    // Proves: leases run out at their grant or last heartbeat plus the lease length in force
+    // then, in expiry order, whichever length they were granted under (a shorter length
+    // published later expires before leases granted earlier), and the same after a snapshot's
+    // restore; `poll_timeout` names the earliest first; the audit holds throughout.
+    #[test]
+    fn leases_expire_in_order_across_lease_lengths_and_a_restore() {
+        let text = |lease: &str| format!("[policy]\nname = \"fifo\"\nlease = \"{lease}\"\n");
+        let policy = Policy::from_text(&text("100s")).unwrap();
+        let mut engine = Engine::new(Time::ZERO, policy, EngineConfig::default());
+        let offer = WorkerOffer {
+            worker: "w".into(),
+            pool: "default".into(),
+            capacity: [("cpu".into(), 4.0)].into(),
+            labels: Default::default(),
+            max_jobs: 4,
+        };
+        let secs = |s: u64| Time::ZERO.plus(Dur::from_secs(s));
+        engine.worker_ready(secs(1), &offer).unwrap();
+        let grant = |engine: &mut Engine, id: &str, at: u64| {
+            assert!(engine.submit(secs(at), JobSpec::new(id, "t")).is_accepted());
+            let mut leases = engine.schedule(secs(at));
+            assert_eq!(leases.len(), 1, "{id}");
+            leases.pop().unwrap()
+        };
+        let a = grant(&mut engine, "a", 1);
+        assert_eq!(a.expires, secs(101));
+        engine.publish(secs(2), &text("50s")).unwrap();
+        assert_eq!(grant(&mut engine, "b", 2).expires, secs(52));
+        assert_eq!(grant(&mut engine, "c", 3).expires, secs(53));
+        // a's heartbeat under the new length: 10 + 50.
+        let reply = engine.heartbeat(secs(10), "a", a.epoch, None).unwrap();
+        assert_eq!(reply, HeartbeatReply::Continue { expires: secs(60) });
+        assert_eq!(grant(&mut engine, "d", 11).expires, secs(61));
+        engine.audit().unwrap();
+        assert_eq!(engine.poll_timeout(), Some(secs(52)));
+        let restored = Engine::restore(&engine.snapshot(), EngineConfig::default()).unwrap();
+        for mut e in [engine, restored] {
+            e.audit().unwrap();
+            assert_eq!(e.poll_timeout(), Some(secs(52)));
+            let reclaimed = |e: &mut Engine, at: u64| e.tick(secs(at)).reclaimed;
+            assert_eq!(reclaimed(&mut e, 51), 0);
+            assert_eq!(reclaimed(&mut e, 53), 2, "b and c");
+            e.audit().unwrap();
+            assert_eq!(reclaimed(&mut e, 59), 0);
+            assert_eq!(reclaimed(&mut e, 60), 1, "a");
+            assert_eq!(reclaimed(&mut e, 60), 0);
+            assert_eq!(reclaimed(&mut e, 61), 1, "d");
+            e.audit().unwrap();
+            for id in ["a", "b", "c", "d"] {
+                let status = e.status(id).unwrap();
+                assert_ne!(status.state, JobState::Running, "{id}");
+            }
+        }
     }
 
     // Proves: a drain hands over every event of the turn, in order, and leaves the next turn's

@@ -8,6 +8,7 @@
 //! fields. V2 is V1 (whose `drain` it leaves empty) followed by what V2 added: admission's
 //! meters. A V1 snapshot restores with no meters (admission starts from capacity).
 
+use super::expiry_list::Link;
 use super::finished::{FinishedJobs, FinishedSnap, Piece};
 use super::meter::RateMeter;
 use super::state::{Attempt, Drr, Estimator, Job, Ledger, Node, NodeKind};
@@ -918,6 +919,7 @@ impl Engine {
             super::id_index::IdIndex::with_capacity(s.head.jobs.len().saturating_add(more_jobs));
         e.finished = FinishedJobs::with_capacity(s.finished.len());
         let mut queued: Vec<(u64, JobIdx)> = Vec::new();
+        let mut leases: Vec<(Time, JobIdx)> = Vec::new();
         for j in &s.head.jobs {
             let idx = JobIdx(j.slot);
             e.restore_job(idx, j)?;
@@ -926,13 +928,22 @@ impl Engine {
                 JobState::Deferred => {
                     e.deferred.insert((j.not_before, idx));
                 }
-                JobState::Running => e.restore_attempt(idx)?,
+                JobState::Running => {
+                    if let Some(expires) = e.restore_attempt(idx)? {
+                        leases.push((expires, idx));
+                    }
+                }
                 s => return Err(format!("snapshot holds a live job in state {s:?}")),
             }
         }
         queued.sort();
         for (_, j) in queued {
             e.enqueue(j);
+        }
+        // In expiry order, so that each lease goes on the end of their list.
+        leases.sort_unstable();
+        for (expires, j) in leases {
+            e.expiries.push(&mut e.jobs, j.0, expires, None);
         }
         for f in &s.finished {
             // A status query names the job's tenant and class by these indexes.
@@ -1102,6 +1113,7 @@ impl Engine {
                     borrowed: a.borrowed,
                     policy_version: a.policy_version,
                     worker_share: a.worker_share,
+                    lease_link: Link::UNLISTED,
                 })
             }),
         });
@@ -1113,8 +1125,10 @@ impl Engine {
         Ok(())
     }
 
-    /// Puts a running job's attempt back: allocations, timers and its place in the tree.
-    fn restore_attempt(&mut self, j: JobIdx) -> Result<(), String> {
+    /// Puts a running job's attempt back: allocations, its stop's timer and its place in the
+    /// tree. Returns when its lease runs out unless it is stopping (the caller lists the
+    /// leases, all together in expiry order).
+    fn restore_attempt(&mut self, j: JobIdx) -> Result<Option<Time>, String> {
         let (tenant, class, shape) = {
             let job = self.job(j);
             (job.tenant, job.class, job.shape)
@@ -1132,14 +1146,13 @@ impl Engine {
             return Err("snapshot placement on an unknown worker".to_string());
         }
         self.hold(j, tenant, class, leaf, &per_member, &placements);
-        match stop {
+        let lease = match stop {
             Some((_, deadline)) => {
                 self.stops.insert((deadline, j));
+                None
             }
-            None => {
-                self.expiries.insert((expires, j));
-            }
-        }
+            None => Some(expires),
+        };
         let job = self.job_mut(j);
         job.leaf = leaf;
         if let Some(a) = job.attempt.as_mut() {
@@ -1148,7 +1161,7 @@ impl Engine {
             }
             a.path = path;
         }
-        Ok(())
+        Ok(lease)
     }
 
     /// A deterministic text dump of the durable state, by names (for comparing a live engine

@@ -1,5 +1,7 @@
 //! The engine's records: jobs, attempts, tenants, classes, pools and tree nodes.
 
+use super::chunked::Chunked;
+use super::expiry_list::{Link, Links};
 use super::small_map::{SmallList, SmallMap};
 use crate::config::{DeadlinePolicy, PolicyName};
 use crate::event::StopReason;
@@ -150,6 +152,28 @@ pub(crate) struct Attempt {
     pub policy_version: u64,
     /// Dominant share of one worker times members (ppb): cost per nanosecond.
     pub worker_share: u64,
+    /// The attempt's place in `Engine::expiries` (unlisted while stopping).
+    pub lease_link: Link,
+}
+
+/// A running attempt's place among the leases, by job slot: in the attempt, so that a list
+/// of leases costs nothing per queued job.
+impl Links for Chunked<Option<Job>> {
+    fn link(&self, slot: u32) -> &Link {
+        &self[slot as usize]
+            .as_ref()
+            .and_then(|job| job.attempt.as_deref())
+            .expect("a listed lease's running attempt")
+            .lease_link
+    }
+
+    fn link_mut(&mut self, slot: u32) -> &mut Link {
+        &mut self[slot as usize]
+            .as_mut()
+            .and_then(|job| job.attempt.as_deref_mut())
+            .expect("a listed lease's running attempt")
+            .lease_link
+    }
 }
 
 /// The books of a tenant (also kept per class and per pool): cost in cost units.
