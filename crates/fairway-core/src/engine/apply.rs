@@ -151,15 +151,15 @@ impl Engine {
                 ..
             } => {
                 let j = self.lookup(job);
+                // Off the list while its expiry changes: the list reads it from the attempt.
                 self.expiries.remove(&mut self.jobs, j.0);
-                let length = expires.since(*at);
-                self.expiries
-                    .push(&mut self.jobs, j.0, *expires, Some(length));
                 let job = self.job_mut(j);
                 job.attempt.as_mut().expect("running").expires = *expires;
                 if let Some(p) = progress {
                     job.progress = *p;
                 }
+                let length = expires.since(*at);
+                self.expiries.push(&mut self.jobs, j.0, Some(length));
             }
             Event::StopRequested {
                 job,
@@ -216,7 +216,7 @@ impl Engine {
         self.applying_at = at;
     }
 
-    fn lookup(&self, id: &str) -> JobIdx {
+    pub(crate) fn lookup(&self, id: &str) -> JobIdx {
         if let Some(j) = self.apply_hint
             && self
                 .jobs
@@ -466,8 +466,7 @@ impl Engine {
             lease_link: Link::UNLISTED,
         }));
         let length = grant.expires.since(grant.at);
-        self.expiries
-            .push(&mut self.jobs, j.0, grant.expires, Some(length));
+        self.expiries.push(&mut self.jobs, j.0, Some(length));
         self.stats.dispatches += 1;
         for n in self.ancestors(leaf) {
             self.rekey_node(n);

@@ -1,6 +1,8 @@
 //! Slots in the order their timers run out: a doubly linked list threaded through links that
 //! the owner keeps, one per slot (a worker's in an array by worker slot, a running attempt's in
-//! the attempt).
+//! the attempt). The list reads each slot's expiry from its owner (a lease's end is the
+//! attempt's `expires`), so there is one copy of it: the owner changes a listed slot's expiry
+//! only by taking the slot off, changing it and putting it back.
 //!
 //! The engine's time never goes back and a timer's length rarely changes, so a timer set now
 //! runs out last: putting a slot at its place is O(1) from the end, and taking one off is O(1),
@@ -21,8 +23,6 @@ const NONE: u32 = u32::MAX;
 /// A slot's place in a list.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Link {
-    /// When the slot's timer runs out (meaningful while listed).
-    pub at: Time,
     prev: u32,
     next: u32,
     /// The list the slot is on (its owner's number for it), `NONE` if none.
@@ -32,7 +32,6 @@ pub(crate) struct Link {
 impl Link {
     /// On no list.
     pub const UNLISTED: Link = Link {
-        at: Time::ZERO,
         prev: NONE,
         next: NONE,
         list: NONE,
@@ -44,21 +43,42 @@ impl Link {
     }
 }
 
-/// Where a list's links live: one per slot. `link` may panic for a slot that has none (a list
-/// asks only for the slots on it, and for the one it is putting on it).
+/// Where a list's links and expiries live: one of each per slot. These may panic for a slot
+/// that has none (a list asks only for the slots on it, and for the one it is putting on it).
 pub(crate) trait Links {
+    /// When the slot's timer runs out: not to change while the slot is listed.
+    fn at(&self, slot: u32) -> Time;
     fn link(&self, slot: u32) -> &Link;
     fn link_mut(&mut self, slot: u32) -> &mut Link;
 }
 
-/// Links by slot in an array (workers); a slot past the end has none.
-impl Links for Vec<Link> {
+/// A slot's expiry and link, for owners that keep no expiry of their own (workers).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Timed {
+    pub at: Time,
+    pub link: Link,
+}
+
+impl Timed {
+    /// No expiry, on no list.
+    pub const UNLISTED: Timed = Timed {
+        at: Time::ZERO,
+        link: Link::UNLISTED,
+    };
+}
+
+/// Expiries and links by slot in an array; a slot past the end has none.
+impl Links for Vec<Timed> {
+    fn at(&self, slot: u32) -> Time {
+        self[slot as usize].at
+    }
+
     fn link(&self, slot: u32) -> &Link {
-        &self[slot as usize]
+        &self[slot as usize].link
     }
 
     fn link_mut(&mut self, slot: u32) -> &mut Link {
-        &mut self[slot as usize]
+        &mut self[slot as usize].link
     }
 }
 
@@ -83,15 +103,16 @@ impl Default for ExpiryList {
 impl ExpiryList {
     /// The earliest expiry and its slot, if any slot is listed.
     pub fn first(&self, links: &impl Links) -> Option<(Time, u32)> {
-        (self.head != NONE).then(|| (links.link(self.head).at, self.head))
+        (self.head != NONE).then(|| (links.at(self.head), self.head))
     }
 
-    /// Lists `slot` (on no list now) as expiring at `at`, on this list, numbered `id` by its
-    /// owner: after the last slot expiring no later.
-    pub fn push(&mut self, links: &mut impl Links, id: u32, slot: u32, at: Time) {
+    /// Lists `slot` (on no list now) at its expiry, on this list, numbered `id` by its owner:
+    /// after the last slot expiring no later.
+    pub fn push(&mut self, links: &mut impl Links, id: u32, slot: u32) {
         debug_assert_eq!(links.link(slot).list, NONE, "a slot on one list at a time");
+        let at = links.at(slot);
         let mut after = self.tail;
-        while after != NONE && links.link(after).at > at {
+        while after != NONE && links.at(after) > at {
             after = links.link(after).prev;
         }
         let before = match after {
@@ -99,7 +120,6 @@ impl ExpiryList {
             a => links.link(a).next,
         };
         *links.link_mut(slot) = Link {
-            at,
             prev: after,
             next: before,
             list: id,
@@ -154,9 +174,8 @@ impl ExpiryList {
             if slot == NONE {
                 return None;
             }
-            let link = links.link(slot);
-            let item = (link.at, slot);
-            slot = link.next;
+            let item = (links.at(slot), slot);
+            slot = links.link(slot).next;
             Some(item)
         })
     }
@@ -190,8 +209,8 @@ impl<K: Copy + Eq> ExpiryLanes<K> {
             .min()
     }
 
-    /// Lists `slot` (on no list now) as expiring at `at`, among the timers of length `key`.
-    pub fn push(&mut self, links: &mut impl Links, slot: u32, at: Time, key: K) {
+    /// Lists `slot` (on no list now) at its expiry, among the timers of length `key`.
+    pub fn push(&mut self, links: &mut impl Links, slot: u32, key: K) {
         let lane = match self.lanes.iter().position(|(k, _)| *k == key) {
             Some(lane) => lane,
             None => match self.lanes.iter().position(|(_, list)| list.len() == 0) {
@@ -205,7 +224,7 @@ impl<K: Copy + Eq> ExpiryLanes<K> {
                 }
             },
         };
-        self.lanes[lane].1.push(links, lane as u32, slot, at);
+        self.lanes[lane].1.push(links, lane as u32, slot);
     }
 
     /// Takes `slot` off its list (nothing if it is on none).
@@ -337,14 +356,15 @@ mod tests {
     use super::*;
 
     struct Lanes {
-        links: Vec<Link>,
+        links: Vec<Timed>,
         lanes: ExpiryLanes<u64>,
     }
 
     impl UnderTest for Lanes {
         fn set(&mut self, slot: u32, at: Time, length: u64) {
             self.lanes.remove(&mut self.links, slot);
-            self.lanes.push(&mut self.links, slot, at, length);
+            self.links[slot as usize].at = at;
+            self.lanes.push(&mut self.links, slot, length);
         }
 
         fn remove(&mut self, slot: u32) {
@@ -384,7 +404,7 @@ mod tests {
     #[test]
     fn lanes_agree_with_an_ordered_set() {
         agrees_with_an_ordered_set(0x2545_F491_4F6C_DD1D, &[5, 20, 60], || Lanes {
-            links: vec![Link::UNLISTED; 40],
+            links: vec![Timed::UNLISTED; 40],
             lanes: ExpiryLanes::default(),
         });
     }

@@ -934,7 +934,8 @@ mod tests {
     // Proves: leases run out at their grant or last heartbeat plus the lease length in force
     // then, in expiry order, whichever length they were granted under (a shorter length
     // published later expires before leases granted earlier), and the same after a snapshot's
-    // restore; `poll_timeout` names the earliest first; the audit holds throughout.
+    // restore; `poll_timeout` names the earliest first; the audit holds throughout, and names a
+    // lease whose end was changed behind its list's back.
     #[test]
     fn leases_expire_in_order_across_lease_lengths_and_a_restore() {
         let text = |lease: &str| format!("[policy]\nname = \"fifo\"\nlease = \"{lease}\"\n");
@@ -966,6 +967,14 @@ mod tests {
         assert_eq!(grant(&mut engine, "d", 11).expires, secs(61));
         engine.audit().unwrap();
         assert_eq!(engine.poll_timeout(), Some(secs(52)));
+        // The lists read each lease's end from its attempt: one changed while listed (a, at 60,
+        // moved past d, at 61, on the 50 s list) leaves its list out of order, which the audit
+        // names.
+        let mut moved = engine.clone();
+        let j = moved.lookup("a");
+        moved.job_mut(j).attempt.as_mut().unwrap().expires = secs(70);
+        let err = moved.audit().unwrap_err();
+        assert!(err.contains("listed out of expiry order"), "{err}");
         let restored = Engine::restore(&engine.snapshot(), EngineConfig::default()).unwrap();
         for mut e in [engine, restored] {
             e.audit().unwrap();

@@ -942,8 +942,8 @@ impl Engine {
         }
         // In expiry order, so that each lease goes on the end of their list.
         leases.sort_unstable();
-        for (expires, j) in leases {
-            e.expiries.push(&mut e.jobs, j.0, expires, None);
+        for (_, j) in leases {
+            e.expiries.push(&mut e.jobs, j.0, None);
         }
         for f in &s.finished {
             // A status query names the job's tenant and class by these indexes.

@@ -152,19 +152,27 @@ pub(crate) struct Attempt {
     pub policy_version: u64,
     /// Dominant share of one worker times members (ppb): cost per nanosecond.
     pub worker_share: u64,
-    /// The attempt's place in `Engine::expiries` (unlisted while stopping).
+    /// The attempt's place in `Engine::expiries` at `expires` (unlisted while stopping).
     pub lease_link: Link,
 }
 
+/// The running attempt of the job in `slot`, which a lease list names.
+fn listed_attempt(jobs: &Chunked<Option<Job>>, slot: u32) -> &Attempt {
+    jobs[slot as usize]
+        .as_ref()
+        .and_then(|job| job.attempt.as_deref())
+        .expect("a listed lease's running attempt")
+}
+
 /// A running attempt's place among the leases, by job slot: in the attempt, so that a list
-/// of leases costs nothing per queued job.
+/// of leases costs nothing per queued job; its expiry is the attempt's `expires`.
 impl Links for Chunked<Option<Job>> {
+    fn at(&self, slot: u32) -> Time {
+        listed_attempt(self, slot).expires
+    }
+
     fn link(&self, slot: u32) -> &Link {
-        &self[slot as usize]
-            .as_ref()
-            .and_then(|job| job.attempt.as_deref())
-            .expect("a listed lease's running attempt")
-            .lease_link
+        &listed_attempt(self, slot).lease_link
     }
 
     fn link_mut(&mut self, slot: u32) -> &mut Link {

@@ -9,15 +9,15 @@
 //! [`WorkerTtl::take_due`] hands workers due at the same instant out in `(expiry, worker)` order,
 //! the order the tree gave.
 
-use super::expiry_list::{ExpiryList, Link};
+use super::expiry_list::{ExpiryList, Timed};
 use crate::ids::WorkerIdx;
 use crate::time::Time;
 
 /// Workers by expiry, earliest first.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct WorkerTtl {
-    /// By worker slot.
-    links: Vec<Link>,
+    /// Expiries and links by worker slot.
+    links: Vec<Timed>,
     list: ExpiryList,
 }
 
@@ -31,14 +31,19 @@ impl WorkerTtl {
     pub fn set(&mut self, w: WorkerIdx, at: Time) {
         self.remove(w);
         if self.links.len() <= w.ix() {
-            self.links.resize(w.ix() + 1, Link::UNLISTED);
+            self.links.resize(w.ix() + 1, Timed::UNLISTED);
         }
-        self.list.push(&mut self.links, 0, w.0, at);
+        self.links[w.ix()].at = at;
+        self.list.push(&mut self.links, 0, w.0);
     }
 
     /// Takes worker `w` off the list (nothing if it is not on it).
     pub fn remove(&mut self, w: WorkerIdx) {
-        if self.links.get(w.ix()).is_some_and(|l| l.list().is_some()) {
+        if self
+            .links
+            .get(w.ix())
+            .is_some_and(|l| l.link.list().is_some())
+        {
             self.list.unlink(&mut self.links, w.0);
         }
     }
