@@ -216,7 +216,7 @@ impl Engine {
         self.applying_at = at;
     }
 
-    pub(crate) fn lookup(&self, id: &str) -> JobIdx {
+    fn lookup(&self, id: &str) -> JobIdx {
         if let Some(j) = self.apply_hint
             && self
                 .jobs

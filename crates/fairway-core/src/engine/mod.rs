@@ -971,7 +971,7 @@ mod tests {
         // moved past d, at 61, on the 50 s list) leaves its list out of order, which the audit
         // names.
         let mut moved = engine.clone();
-        let j = moved.lookup("a");
+        let j = moved.job_idx("a").unwrap();
         moved.job_mut(j).attempt.as_mut().unwrap().expires = secs(70);
         let err = moved.audit().unwrap_err();
         assert!(err.contains("listed out of expiry order"), "{err}");
