@@ -906,31 +906,43 @@ const LEADER_HEADER: &str = "fairway-leader";
 /// The most bytes [`batch_json`] sets aside up front: a batch body the server takes by default.
 const BATCH_JSON_RESERVE_MAX: usize = 16 << 20;
 
-/// A batch submission's body, `{"jobs":[...]}` ([`BatchSubmitRequest`] with the jobs as
-/// given), written into one buffer sized from its first job. Left to grow by doubling, the
-/// buffer of a 1,000-job body was copied about once over and asked the allocator for about
-/// twice its size in fresh pages, on the producer's path before each call.
-fn batch_json(jobs: &[JobSpec]) -> Result<Vec<u8>, serde_json::Error> {
-    const HEAD: &[u8] = b"{\"jobs\":[";
-    let mut body = Vec::with_capacity(HEAD.len() + 512);
-    body.extend_from_slice(HEAD);
-    for (i, job) in jobs.iter().enumerate() {
+/// A batch submission's body, `{"jobs":[...]}` ([`BatchSubmitRequest`]): its `n` jobs written
+/// in order by `write_job`, into one buffer that starts with room for `capacity` bytes.
+pub(crate) fn batch_envelope<E>(
+    n: usize,
+    capacity: usize,
+    mut write_job: impl FnMut(usize, &mut Vec<u8>) -> Result<(), E>,
+) -> Result<Vec<u8>, E> {
+    let mut body = Vec::with_capacity(capacity);
+    body.extend_from_slice(b"{\"jobs\":[");
+    for i in 0..n {
         if i > 0 {
             body.push(b',');
         }
-        serde_json::to_writer(&mut body, job)?;
-        if i == 0 {
-            // Each job a quarter larger than the first, and the closing brackets.
-            let each = body.len() - HEAD.len() + 1;
-            let want = (each + each / 4)
-                .saturating_mul(jobs.len())
-                .saturating_add(HEAD.len() + 2)
-                .min(BATCH_JSON_RESERVE_MAX);
-            body.reserve(want.saturating_sub(body.len()));
-        }
+        write_job(i, &mut body)?;
     }
     body.extend_from_slice(b"]}");
     Ok(body)
+}
+
+/// The body of a batch of `jobs` as given, its buffer sized from the first job. Left to grow by
+/// doubling, the buffer of a 1,000-job body was copied about once over and asked the allocator
+/// for about twice its size in fresh pages, on the producer's path before each call.
+fn batch_json(jobs: &[JobSpec]) -> Result<Vec<u8>, serde_json::Error> {
+    batch_envelope(jobs.len(), 512, |i, body| {
+        let start = body.len();
+        serde_json::to_writer(&mut *body, &jobs[i])?;
+        if i == 0 {
+            // Each job a quarter larger than the first, with its comma and the brackets.
+            let each = body.len() - start + 1;
+            let want = (each + each / 4)
+                .saturating_mul(jobs.len())
+                .saturating_add(start + 2)
+                .min(BATCH_JSON_RESERVE_MAX);
+            body.reserve(want.saturating_sub(body.len()));
+        }
+        Ok(())
+    })
 }
 
 #[cfg(test)]

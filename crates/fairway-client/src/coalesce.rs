@@ -287,17 +287,13 @@ fn take_batch(waiting: &mut VecDeque<Waiting>) -> Vec<Waiting> {
 }
 
 /// `{"jobs":[...]}` from the jobs' own JSON, not serialized again.
-fn batch_body(batch: &[Waiting]) -> String {
+fn batch_body(batch: &[Waiting]) -> Vec<u8> {
     let len: usize = batch.iter().map(|w| w.json.len() + 1).sum();
-    let mut body = String::with_capacity(len + 10);
-    body.push_str("{\"jobs\":[");
-    for (i, job) in batch.iter().enumerate() {
-        if i > 0 {
-            body.push(',');
-        }
-        body.push_str(&job.json);
-    }
-    body.push_str("]}");
+    let written = crate::client::batch_envelope(batch.len(), len + 10, |i, body| {
+        body.extend_from_slice(batch[i].json.as_bytes());
+        Ok::<(), std::convert::Infallible>(())
+    });
+    let Ok(body) = written;
     body
 }
 
@@ -567,7 +563,7 @@ mod tests {
     #[test]
     fn the_batch_body_is_the_jobs_json_in_order() {
         let batch = vec![waiting("{\"id\":\"a\"}").0, waiting("{\"id\":\"b\"}").0];
-        let body: serde_json::Value = serde_json::from_str(&batch_body(&batch)).unwrap();
+        let body: serde_json::Value = serde_json::from_slice(&batch_body(&batch)).unwrap();
         assert_eq!(
             body,
             serde_json::json!({"jobs": [{"id": "a"}, {"id": "b"}]})
