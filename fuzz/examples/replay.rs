@@ -10,6 +10,7 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let target = args.next().unwrap_or_default();
     let run: fn(&[u8]) = match target.as_str() {
+        "batch_json" => fairway_fuzz::batch_json::run,
         "engine_ops" => fairway_fuzz::engine_ops::run,
         "engine_restore" => fairway_fuzz::engine_restore::run,
         "policy_toml" => fairway_fuzz::policy_toml::run,
@@ -18,8 +19,8 @@ fn main() {
         "swf" => fairway_fuzz::swf::run,
         other => {
             eprintln!(
-                "error: unknown target {other:?}; targets: engine_ops, engine_restore, \
-                 policy_toml, scenario_toml, store_record, swf"
+                "error: unknown target {other:?}; targets: batch_json, engine_ops, \
+                 engine_restore, policy_toml, scenario_toml, store_record, swf"
             );
             std::process::exit(2);
         }

@@ -92,6 +92,28 @@ fn main() {
         fairway_core::policy::BUILT_IN_POLICY.as_bytes(),
     );
 
+    // Batch bodies: a bulk call as the SDK writes it, and values as a jobs list's contents
+    // (the target also tries each input inside `{"jobs":[...]}`).
+    let batch_json = seeds.join("batch_json");
+    let bulk: Vec<String> = (0..4)
+        .map(|i| {
+            format!(
+                r#"{{"id":"0193a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a{i:02}","tenant":"tenant-{i}","payload":{{"t":"A","i":{i},"e":1733612345678.125}}}}"#
+            )
+        })
+        .collect();
+    write(&batch_json, "bulk.json", format!(r#"{{"jobs":[{}]}}"#, bulk.join(",")).as_bytes());
+    write(
+        &batch_json,
+        "values.json",
+        br#" "caf\u00e9 \ud83d\ude00 \"q\" \\ \/",-0.5e-3 , 0,[true,false,null,[]],{"a":{"b":{}}}"#,
+    );
+    write(
+        &batch_json,
+        "unicode.json",
+        "{\"jobs\":[\"h\u{e9}llo \u{20ac} \u{1F600} \u{7f}\",{\"k\u{e9}y\":\"\u{4e2d}\u{6587}\"}]}".as_bytes(),
+    );
+
     // SWF: each trace's header and its first job lines.
     let mut trace_files: Vec<PathBuf> = fs::read_dir(&traces)
         .unwrap_or_else(|e| panic!("{}: {e}", traces.display()))

@@ -6,6 +6,7 @@
 //! fine; a panic, an abort, a failed property (`assert!`) or a run past the time or memory limit
 //! is a finding. See README.md for how to run them and docs/reliability.md for what they found.
 
+pub mod batch_json;
 pub mod engine_ops;
 pub mod engine_restore;
 pub mod policy_toml;

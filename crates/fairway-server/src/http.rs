@@ -5,6 +5,7 @@
 //! `try_send`, await its answer, shape the reply. `docs/api.md` is the reference.
 
 use crate::auth::{Caller, Tokens};
+use crate::batch_json;
 use crate::config::Limits;
 use crate::error::ApiError;
 use crate::wire::*;
@@ -595,7 +596,7 @@ enum BatchItems<'a> {
     /// Read already, each job or its refusal.
     Read(Vec<Result<SubmitBody, ApiError>>),
     /// Each job's JSON text, read as it is taken.
-    Texts(Vec<&'a serde_json::value::RawValue>),
+    Texts(Vec<&'a str>),
 }
 
 impl<'a> BatchItems<'a> {
@@ -610,13 +611,16 @@ impl<'a> BatchItems<'a> {
     fn into_iter(self) -> Box<dyn Iterator<Item = Result<SubmitBody, ApiError>> + 'a> {
         match self {
             BatchItems::Read(items) => Box::new(items.into_iter()),
-            BatchItems::Texts(texts) => Box::new(texts.into_iter().map(parse_item)),
+            BatchItems::Texts(texts) => {
+                Box::new(texts.into_iter().map(|text| parse_json(text.as_bytes())))
+            }
         }
     }
 }
 
-/// The jobs of a batch body. A large body is checked as JSON and split into its jobs' texts,
-/// each read later, as its part goes to the writer. A small one whose every job is well formed
+/// The jobs of a batch body. A large body is checked as JSON and split into its jobs' texts
+/// (by [`batch_json::job_texts`] when it has the plain shape, else by serde_json), each read
+/// later, as its part goes to the writer. A small one whose every job is well formed
 /// (the common case) is read in one pass; otherwise it is read again as a list of JSON texts,
 /// each then read alone, so that a bad job is refused in its slot and the others still go in.
 fn batch_items(body: &[u8]) -> Result<BatchItems<'_>, ApiError> {
@@ -632,8 +636,12 @@ fn batch_items(body: &[u8]) -> Result<BatchItems<'_>, ApiError> {
         jobs: Vec<&'a serde_json::value::RawValue>,
     }
     if body.len() >= LARGE_BATCH_BYTES {
+        if let Some(jobs) = batch_json::job_texts(body) {
+            return Ok(BatchItems::Texts(jobs));
+        }
         if let Ok(batch) = serde_json::from_slice::<Texts>(body) {
-            return Ok(BatchItems::Texts(batch.jobs));
+            let jobs = batch.jobs.into_iter().map(|job| job.get()).collect();
+            return Ok(BatchItems::Texts(jobs));
         }
         // Not JSON, or a field besides `jobs`: no stricter reading can succeed, so only the
         // one that names the problem is left.

@@ -29,6 +29,7 @@
 #![warn(missing_docs)]
 
 pub mod auth;
+pub mod batch_json;
 pub mod config;
 mod error;
 pub mod http;

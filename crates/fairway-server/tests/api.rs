@@ -347,6 +347,27 @@ async fn a_large_batch_answers_each_job_in_its_place() {
     assert_eq!(code, 400, "{e}");
     assert_eq!(e["error"], "malformed_json");
     assert_eq!(server.status("torn0").await.0, 404);
+
+    // Broken in its middle, inside a job's string (a raw control byte): refused whole too.
+    let mut broken = json!({ "jobs": fresh }).to_string();
+    let at = broken.find("torn600").unwrap();
+    broken.replace_range(at..at + 1, "\u{1}");
+    let (code, e) = server.post_raw("/v1/jobs/batch", broken).await;
+    assert_eq!(code, 400, "{e}");
+    assert_eq!(e["error"], "malformed_json");
+    assert_eq!(server.status("torn0").await.0, 404);
+
+    // The key written with an escape is still `jobs` (serde_json reads the shape the fast
+    // split leaves to it): every job accepted.
+    let escaped = json!({ "jobs": fresh })
+        .to_string()
+        .replacen("\"jobs\"", "\"j\\u006fbs\"", 1);
+    assert!(escaped.starts_with(r#"{"j\u006fbs":"#));
+    let (code, reply) = server.post_raw("/v1/jobs/batch", escaped).await;
+    assert_eq!(code, 200, "{reply}");
+    assert_eq!(reply["results"].as_array().unwrap().len(), 1000);
+    assert_eq!(server.status("torn0").await.0, 200);
+    assert_eq!(server.status("torn999").await.0, 200);
     server.stop().await.expect("clean stop");
 }
 
