@@ -1,4 +1,5 @@
-//! A large batch body split into its jobs' JSON texts, the whole body checked as JSON first.
+//! A large batch body split into its jobs' JSON texts, the whole body checked as JSON first,
+//! and each job of the plain shape read from its text.
 //!
 //! `POST /v1/jobs/batch` checks a large body whole before its first job goes to the writer,
 //! so that a body broken anywhere submits nothing; each job's text is then read on its own as
@@ -12,6 +13,11 @@
 //! escaped key, a second key, the struct written as an array, anything broken) gets `None`,
 //! and the caller asks serde_json, which accepts it or names the problem; so this can only
 //! make a well-formed plain body faster, never accept what serde_json refuses.
+//!
+//! Each job is then read on its own: one of the plain shape the SDK writes (the fields of
+//! [`PlainJob`], strings without escapes) by [`plain_job`], its fields and its payload's text
+//! borrowed from the body, where serde_json would copy the payload into a `RawValue` after
+//! checking it a second time; any other job by serde_json, which names what is wrong.
 //!
 //! The split uses only the standard library, and the check against serde_json
 //! ([`check_against_serde_json`]) only serde and serde_json, so that the fuzz workspace
@@ -58,6 +64,91 @@ pub fn job_texts(body: &[u8]) -> Option<Vec<&str>> {
     reader.expect(b'}')?;
     reader.ws();
     (reader.at == body.len()).then_some(jobs)
+}
+
+/// One job of a batch in the plain shape producers write, its fields borrowed from its text:
+/// what serde_json reads into `SubmitBody` (wire.rs), for the fields read here.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct PlainJob<'a> {
+    /// `id`, the text between its quotes.
+    pub id: Option<&'a str>,
+    /// `tenant`.
+    pub tenant: Option<&'a str>,
+    /// `class`.
+    pub class: Option<&'a str>,
+    /// `priority`.
+    pub priority: Option<i32>,
+    /// `estimate_ms`.
+    pub estimate_ms: Option<u64>,
+    /// `deadline_ms`.
+    pub deadline_ms: Option<u64>,
+    /// `max_attempts`.
+    pub max_attempts: Option<u32>,
+    /// The payload's JSON text, as serde_json's `RawValue` would hold it.
+    pub payload: Option<&'a str>,
+}
+
+/// A job's fields if its text is a JSON object of the plain shape: each key at most once,
+/// written without escapes and one of `PlainJob`'s; strings without escapes; integers without
+/// a fraction or an exponent, in their field's range; a payload of any JSON value but `null`.
+/// Anything else (another field, an escape, a `null`, a duplicate key, a number serde_json
+/// would read as a float, broken JSON) gets `None`, and the caller asks serde_json, which
+/// reads it or names the problem. So where this answers, serde_json answers the same.
+pub fn plain_job(text: &str) -> Option<PlainJob<'_>> {
+    let bytes = text.as_bytes();
+    let mut reader = Reader {
+        bytes,
+        at: 0,
+        open: Vec::new(),
+    };
+    let mut job = PlainJob::default();
+    reader.ws();
+    reader.expect(b'{')?;
+    reader.ws();
+    if reader.peek() == Some(b'}') {
+        reader.at += 1;
+    } else {
+        loop {
+            reader.expect(b'"')?;
+            let key = reader.at;
+            reader.string()?;
+            let key = &bytes[key..reader.at - 1];
+            reader.ws();
+            reader.expect(b':')?;
+            reader.ws();
+            match key {
+                b"id" => once(&mut job.id, reader.plain_str(text)?)?,
+                b"tenant" => once(&mut job.tenant, reader.plain_str(text)?)?,
+                b"class" => once(&mut job.class, reader.plain_str(text)?)?,
+                b"priority" => once(&mut job.priority, reader.integer()?.try_into().ok()?)?,
+                b"estimate_ms" => once(&mut job.estimate_ms, reader.integer()?.try_into().ok()?)?,
+                b"deadline_ms" => once(&mut job.deadline_ms, reader.integer()?.try_into().ok()?)?,
+                b"max_attempts" => once(&mut job.max_attempts, reader.integer()?.try_into().ok()?)?,
+                b"payload" => {
+                    let start = reader.at;
+                    if reader.peek() == Some(b'n') {
+                        return None; // `null`: serde_json reads no payload
+                    }
+                    reader.value()?;
+                    once(&mut job.payload, text.get(start..reader.at)?)?
+                }
+                _ => return None,
+            }
+            reader.ws();
+            match reader.next()? {
+                b',' => reader.ws(),
+                b'}' => break,
+                _ => return None,
+            }
+        }
+    }
+    reader.ws();
+    (reader.at == bytes.len()).then_some(job)
+}
+
+/// Sets a field not yet set (serde_json refuses a duplicate field).
+fn once<T>(slot: &mut Option<T>, value: T) -> Option<()> {
+    slot.is_none().then(|| *slot = Some(value))
 }
 
 /// A cursor over the body and the containers open around it.
@@ -112,7 +203,9 @@ impl Reader<'_> {
         loop {
             // At the start of a value, whitespace already passed.
             match self.next()? {
-                b'"' => self.string()?,
+                b'"' => {
+                    self.string()?;
+                }
                 b'{' => {
                     self.ws();
                     if self.peek() == Some(b'}') {
@@ -180,11 +273,13 @@ impl Reader<'_> {
 
     /// A string's rest after its opening quote, through its closing quote: no control byte,
     /// escapes as JSON has them (`\u` and four hex digits, whatever code point they name, as
-    /// serde_json's skipping allows). Its UTF-8 was checked with the whole body's.
+    /// serde_json's skipping allows). Its UTF-8 was checked with the whole body's. Whether it
+    /// held an escape.
     #[inline(always)]
-    fn string(&mut self) -> Option<()> {
+    fn string(&mut self) -> Option<bool> {
         let bytes = self.bytes;
         let mut at = self.at;
+        let mut escaped = false;
         loop {
             // Eight bytes at a time up to the first quote, backslash or control byte.
             while let Some(chunk) = bytes.get(at..)?.first_chunk::<8>() {
@@ -203,12 +298,13 @@ impl Reader<'_> {
             match byte {
                 b'"' => {
                     self.at = at;
-                    return Some(());
+                    return Some(escaped);
                 }
                 b'\\' => {
                     self.at = at;
                     self.escape()?;
                     at = self.at;
+                    escaped = true;
                 }
                 0..0x20 => return None,
                 _ => {} // a plain byte in the last few, scanned one at a time
@@ -230,6 +326,42 @@ impl Reader<'_> {
                 Some(())
             }
             _ => None,
+        }
+    }
+
+    /// A string value without escapes, its text between the quotes.
+    fn plain_str<'t>(&mut self, text: &'t str) -> Option<&'t str> {
+        self.expect(b'"')?;
+        let start = self.at;
+        let escaped = self.string()?;
+        if escaped {
+            return None;
+        }
+        text.get(start..self.at - 1)
+    }
+
+    /// An integer as serde_json reads one into an integer field: digits with an optional
+    /// minus, no fraction or exponent; `-0` and anything past 20 digits left to serde_json
+    /// (it reads them as floats, which an integer field refuses).
+    fn integer(&mut self) -> Option<i128> {
+        let negative = self.peek() == Some(b'-');
+        if negative {
+            self.at += 1;
+        }
+        let start = self.at;
+        let first = self.next()?;
+        self.number(first)?;
+        let digits = self.bytes.get(start..self.at)?;
+        if digits.len() > 20 || !digits.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        let value = digits
+            .iter()
+            .fold(0i128, |n, d| n * 10 + i128::from(d - b'0'));
+        match (negative, value) {
+            (true, 0) => None,
+            (true, _) => Some(-value),
+            (false, _) => Some(value),
         }
     }
 
@@ -308,7 +440,7 @@ pub fn check_against_serde_json(body: &[u8]) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::{check_against_serde_json, job_texts};
 
     #[test]
@@ -364,11 +496,12 @@ mod tests {
         }
     }
 
-    /// A deterministic generator of JSON text, mostly valid, for the differential test.
-    struct Gen(u64);
+    /// A deterministic generator of JSON text, mostly valid, for the differential tests
+    /// (http.rs's too).
+    pub(crate) struct Gen(pub(crate) u64);
 
     impl Gen {
-        fn below(&mut self, n: u64) -> u64 {
+        pub(crate) fn below(&mut self, n: u64) -> u64 {
             // xorshift64*
             self.0 ^= self.0 >> 12;
             self.0 ^= self.0 << 25;

@@ -24,6 +24,7 @@ use fairway_core::time::Dur;
 use fairway_core::{Admission, HeartbeatReply, JobSpec, JobState, Outcome, WorkerOffer};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+use serde_json::value::RawValue;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{SyncSender, TrySendError};
@@ -183,8 +184,17 @@ impl App {
         }
     }
 
-    /// Turns a submitted body into a job, or the refusal a single submission would answer.
-    fn prepare_job(&self, caller: &Caller, body: SubmitBody) -> Result<SubmitJob, Refusal> {
+    /// Turns a submitted body into a job, or the refusal a single submission would answer. The
+    /// payload is the body's own, or else `payload`, its JSON text borrowed from the request
+    /// (a large batch's plain jobs, [`batch_json::plain_job`]).
+    fn prepare_job(
+        &self,
+        caller: &Caller,
+        mut body: SubmitBody,
+        payload: Option<&str>,
+    ) -> Result<SubmitJob, Refusal> {
+        let raw = body.payload.take();
+        let payload = raw.as_deref().map(RawValue::get).or(payload);
         let id = body.id.unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
         let refuse = |status: StatusCode, code: &str, message: String| {
             Box::new((
@@ -222,10 +232,10 @@ impl App {
                 ));
             }
         };
-        let payload = match &body.payload {
+        let payload = match payload {
             None => None,
-            Some(raw) => {
-                let bytes = raw.get().as_bytes();
+            Some(text) => {
+                let bytes = text.as_bytes();
                 let max = self.limits().max_payload_bytes;
                 if bytes.len() > max {
                     return Err(refuse(
@@ -366,7 +376,7 @@ fn parse_value<T: DeserializeOwned>(value: Value) -> Result<T, ApiError> {
 }
 
 /// Reads one item of a batch from its JSON text (the whole body was already parsed once).
-fn parse_item<T: DeserializeOwned>(item: &serde_json::value::RawValue) -> Result<T, ApiError> {
+fn parse_item<T: DeserializeOwned>(item: &RawValue) -> Result<T, ApiError> {
     parse_json(item.get().as_bytes())
 }
 
@@ -424,7 +434,7 @@ async fn submit(
     let caller = app.caller(&headers)?;
     allow(&caller, Allowed::Producers)?;
     let body: SubmitBody = parse_json(&body)?;
-    let job = match app.prepare_job(&caller, body) {
+    let job = match app.prepare_job(&caller, body, None) {
         Ok(job) => job,
         Err(refusal) => {
             let (status, reply) = *refusal;
@@ -516,7 +526,7 @@ async fn submit_batch(
     let mut named = Vec::with_capacity(if omit_accepted { count } else { 0 });
     for (i, item) in items.into_iter().enumerate() {
         if omit_accepted {
-            named.push(matches!(&item, Ok(b) if b.id.is_some()));
+            named.push(matches!(&item, Ok((b, _)) if b.id.is_some()));
         }
         let prepared = item
             .map_err(|e| {
@@ -525,7 +535,7 @@ async fn submit_batch(
                     SubmitReply::refused(None, e.code, format!("jobs[{i}]: {}", e.message)),
                 ))
             })
-            .and_then(|b| app.prepare_job(&caller, b));
+            .and_then(|(b, payload)| app.prepare_job(&caller, b, payload));
         match prepared {
             Ok(job) => {
                 slots.push(Ok(ids.len()));
@@ -607,14 +617,40 @@ impl<'a> BatchItems<'a> {
         }
     }
 
-    /// Each job, read (or refused) in order.
-    fn into_iter(self) -> Box<dyn Iterator<Item = Result<SubmitBody, ApiError>> + 'a> {
+    /// Each job, read (or refused) in order, with its payload's text where it was left in the
+    /// body rather than read into the job.
+    fn into_iter(self) -> Box<dyn Iterator<Item = JobItem<'a>> + 'a> {
         match self {
-            BatchItems::Read(items) => Box::new(items.into_iter()),
-            BatchItems::Texts(texts) => {
-                Box::new(texts.into_iter().map(|text| parse_json(text.as_bytes())))
-            }
+            BatchItems::Read(items) => Box::new(items.into_iter().map(|item| Ok((item?, None)))),
+            BatchItems::Texts(texts) => Box::new(texts.into_iter().map(read_job)),
         }
+    }
+}
+
+/// One job of a batch, read: the body and its payload's text if left in the request, or the
+/// job's refusal.
+type JobItem<'a> = Result<(SubmitBody, Option<&'a str>), ApiError>;
+
+/// Reads one job's text: the plain shape by [`batch_json::plain_job`], its payload left in the
+/// request; anything else by serde_json (as a single submission's body is read).
+fn read_job(text: &str) -> JobItem<'_> {
+    match batch_json::plain_job(text) {
+        Some(job) => Ok((plain_body(&job), job.payload)),
+        None => Ok((parse_json(text.as_bytes())?, None)),
+    }
+}
+
+/// A plain job's fields as a `SubmitBody`, but for its payload.
+fn plain_body(job: &batch_json::PlainJob) -> SubmitBody {
+    SubmitBody {
+        id: job.id.map(str::to_owned),
+        tenant: job.tenant.map(str::to_owned),
+        class: job.class.map(str::to_owned),
+        priority: job.priority,
+        estimate_ms: job.estimate_ms,
+        deadline_ms: job.deadline_ms,
+        max_attempts: job.max_attempts,
+        ..SubmitBody::default()
     }
 }
 
@@ -633,7 +669,7 @@ fn batch_items(body: &[u8]) -> Result<BatchItems<'_>, ApiError> {
     #[serde(deny_unknown_fields)]
     struct Texts<'a> {
         #[serde(borrow)]
-        jobs: Vec<&'a serde_json::value::RawValue>,
+        jobs: Vec<&'a RawValue>,
     }
     if body.len() >= LARGE_BATCH_BYTES {
         if let Some(jobs) = batch_json::job_texts(body) {
@@ -1434,4 +1470,150 @@ pub fn router(app: App) -> axum::Router {
         // epoch); the writer logs the failures that matter.
         .layer(TraceLayer::new_for_http().on_failure(DefaultOnFailure::new().level(Level::DEBUG)))
         .with_state(app)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whether [`batch_json::plain_job`] read `text` as serde_json reads it into `SubmitBody`;
+    /// panics if it read something serde_json refuses or reads otherwise.
+    fn plain_agrees(text: &str) -> bool {
+        let plain = batch_json::plain_job(text);
+        let serde = serde_json::from_str::<SubmitBody>(text);
+        match (plain, serde) {
+            (None, _) => false,
+            (Some(_), Err(e)) => panic!("plain_job reads what serde_json refuses ({e}): {text}"),
+            (Some(job), Ok(body)) => {
+                let read = SubmitBody {
+                    payload: job
+                        .payload
+                        .map(|p| RawValue::from_string(p.to_owned()).unwrap()),
+                    ..plain_body(&job)
+                };
+                assert_eq!(
+                    serde_json::to_string(&read).unwrap(),
+                    serde_json::to_string(&body).unwrap(),
+                    "{text}"
+                );
+                true
+            }
+        }
+    }
+
+    #[test]
+    fn a_plain_job_is_read_as_serde_json_reads_it() {
+        let bench = r#"{"id":"0193a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b","tenant":"tenant-3","payload":{"t":"A","i":12,"e":1733612345678.125}}"#;
+        assert!(plain_agrees(bench));
+        assert!(plain_agrees(
+            r#" { "tenant" : "a/b" , "class":"batch","priority":-7,"estimate_ms":250,
+                "deadline_ms":0,"max_attempts":4294967295,"payload":[1,"x",{"y":null}] } "#
+        ));
+        assert!(plain_agrees("{}"));
+        for left_to_serde in [
+            r#"{"id":"a\"b"}"#,
+            r#"{"id":null}"#,
+            r#"{"payload":null}"#,
+            r#"{"i\u0064":"x"}"#,
+            r#"{"id":"a","id":"b"}"#,
+            r#"{"priority":2147483648}"#,
+            r#"{"priority":-0}"#,
+            r#"{"priority":1.0}"#,
+            r#"{"estimate_ms":1e3}"#,
+            r#"{"estimate_ms":-1}"#,
+            r#"{"estimate_ms":18446744073709551616}"#,
+            r#"{"demand":{"cpu":2}}"#,
+            r#"{"colour":"blue"}"#,
+            r#"{"tenant":"a",}"#,
+            r#"{"tenant":"a"} x"#,
+            r#"[]"#,
+        ] {
+            assert!(!plain_agrees(left_to_serde), "{left_to_serde}");
+        }
+    }
+
+    #[test]
+    fn generated_jobs_are_read_as_serde_json_reads_them() {
+        const KEYS: [&str; 12] = [
+            "id",
+            "tenant",
+            "class",
+            "priority",
+            "estimate_ms",
+            "deadline_ms",
+            "max_attempts",
+            "payload",
+            "payload",
+            "gang",
+            "colour",
+            "i\\u0064",
+        ];
+        const VALUES: [&str; 30] = [
+            "\"job-1\"",
+            "\"\"",
+            "\"a\\\"b\"",
+            "\"caf\u{e9} \u{1F600}\"",
+            "\"t\\u00e9\"",
+            "\"0193a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b\"",
+            "0",
+            "-0",
+            "7",
+            "-7",
+            "2147483647",
+            "2147483648",
+            "-2147483648",
+            "-2147483649",
+            "4294967295",
+            "4294967296",
+            "18446744073709551615",
+            "18446744073709551616",
+            "99999999999999999999999",
+            "1.0",
+            "1e3",
+            "-1.5E-2",
+            "null",
+            "true",
+            "false",
+            "{}",
+            "[]",
+            "{\"t\":\"A\",\"i\":1}",
+            "[1,[2,{\"x\":\"y\"}]]",
+            "{\"cpu\":2}",
+        ];
+        let mut generate = batch_json::tests::Gen(0x2026_1207_5eed);
+        let mut below = |n: usize| generate.below(n as u64) as usize;
+        let (mut read, mut total) = (0, 0);
+        for _ in 0..20_000 {
+            let mut text = String::from(if below(3) == 0 { " {" } else { "{" });
+            let fields = below(6);
+            for k in 0..fields {
+                if k > 0 {
+                    text.push_str(if below(4) == 0 { " , " } else { "," });
+                }
+                // Mostly the fields and values the plain reader takes, so that it answers
+                // often; the rest are the ones it must leave to serde_json.
+                let key = if below(4) == 0 {
+                    KEYS[below(KEYS.len())]
+                } else {
+                    KEYS[below(8)]
+                };
+                let value = match key {
+                    "id" | "tenant" | "class" if below(3) > 0 => VALUES[below(6)],
+                    "priority" | "estimate_ms" | "deadline_ms" | "max_attempts" if below(3) > 0 => {
+                        VALUES[6 + below(14)]
+                    }
+                    _ => VALUES[below(VALUES.len())],
+                };
+                text.push_str(&format!("\"{key}\":{value}"));
+            }
+            text.push('}');
+            total += 1;
+            read += usize::from(plain_agrees(&text));
+        }
+        // Both sides were exercised: many read here, many left to serde_json.
+        assert!(
+            read > 3_000 && read < total - 3_000,
+            "{read} of {total} read"
+        );
+    }
 }
