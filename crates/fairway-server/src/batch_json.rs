@@ -29,11 +29,7 @@ pub fn job_texts(body: &[u8]) -> Option<Vec<&str>> {
     // Non-ASCII bytes can only stand in strings, where serde_json checks them as UTF-8 (each
     // job's text) and so does this, in one pass over the whole body.
     let text = std::str::from_utf8(body).ok()?;
-    let mut reader = Reader {
-        bytes: body,
-        at: 0,
-        open: Vec::new(),
-    };
+    let mut reader = Reader::new(body);
     reader.ws();
     reader.expect(b'{')?;
     reader.ws();
@@ -95,12 +91,7 @@ pub struct PlainJob<'a> {
 /// would read as a float, broken JSON) gets `None`, and the caller asks serde_json, which
 /// reads it or names the problem. So where this answers, serde_json answers the same.
 pub fn plain_job(text: &str) -> Option<PlainJob<'_>> {
-    let bytes = text.as_bytes();
-    let mut reader = Reader {
-        bytes,
-        at: 0,
-        open: Vec::new(),
-    };
+    let mut reader = Reader::new(text.as_bytes());
     let mut job = PlainJob::default();
     reader.ws();
     reader.expect(b'{')?;
@@ -109,22 +100,19 @@ pub fn plain_job(text: &str) -> Option<PlainJob<'_>> {
         reader.at += 1;
     } else {
         loop {
-            reader.expect(b'"')?;
-            let key = reader.at;
-            reader.string()?;
-            let key = &bytes[key..reader.at - 1];
+            let key = reader.plain_str(text)?;
             reader.ws();
             reader.expect(b':')?;
             reader.ws();
             match key {
-                b"id" => once(&mut job.id, reader.plain_str(text)?)?,
-                b"tenant" => once(&mut job.tenant, reader.plain_str(text)?)?,
-                b"class" => once(&mut job.class, reader.plain_str(text)?)?,
-                b"priority" => once(&mut job.priority, reader.integer()?.try_into().ok()?)?,
-                b"estimate_ms" => once(&mut job.estimate_ms, reader.integer()?.try_into().ok()?)?,
-                b"deadline_ms" => once(&mut job.deadline_ms, reader.integer()?.try_into().ok()?)?,
-                b"max_attempts" => once(&mut job.max_attempts, reader.integer()?.try_into().ok()?)?,
-                b"payload" => {
+                "id" => once(&mut job.id, reader.plain_str(text)?)?,
+                "tenant" => once(&mut job.tenant, reader.plain_str(text)?)?,
+                "class" => once(&mut job.class, reader.plain_str(text)?)?,
+                "priority" => once(&mut job.priority, reader.integer()?.try_into().ok()?)?,
+                "estimate_ms" => once(&mut job.estimate_ms, reader.integer()?.try_into().ok()?)?,
+                "deadline_ms" => once(&mut job.deadline_ms, reader.integer()?.try_into().ok()?)?,
+                "max_attempts" => once(&mut job.max_attempts, reader.integer()?.try_into().ok()?)?,
+                "payload" => {
                     let start = reader.at;
                     if reader.peek() == Some(b'n') {
                         return None; // `null`: serde_json reads no payload
@@ -143,7 +131,7 @@ pub fn plain_job(text: &str) -> Option<PlainJob<'_>> {
         }
     }
     reader.ws();
-    (reader.at == bytes.len()).then_some(job)
+    (reader.at == text.len()).then_some(job)
 }
 
 /// Sets a field not yet set (serde_json refuses a duplicate field).
@@ -170,7 +158,15 @@ fn zero_bytes(word: u64) -> u64 {
     word.wrapping_sub(ONES) & !word & HIGHS
 }
 
-impl Reader<'_> {
+impl<'a> Reader<'a> {
+    fn new(bytes: &'a [u8]) -> Reader<'a> {
+        Reader {
+            bytes,
+            at: 0,
+            open: Vec::new(),
+        }
+    }
+
     fn peek(&self) -> Option<u8> {
         self.bytes.get(self.at).copied()
     }
@@ -329,7 +325,8 @@ impl Reader<'_> {
         }
     }
 
-    /// A string value without escapes, its text between the quotes.
+    /// A string (a value or a key) without escapes, its text between the quotes.
+    #[inline(always)]
     fn plain_str<'t>(&mut self, text: &'t str) -> Option<&'t str> {
         self.expect(b'"')?;
         let start = self.at;
@@ -419,11 +416,7 @@ pub fn check_against_serde_json(body: &[u8]) {
         (Some(split), Ok(serde)) => assert_eq!(split, serde, "the texts differ for {:?}", shown()),
         (Some(_), Err(e)) => panic!("split accepts what serde_json refuses ({e}): {:?}", shown()),
         (None, Ok(_)) => {
-            let mut plain = Reader {
-                bytes: body,
-                at: 0,
-                open: Vec::new(),
-            };
+            let mut plain = Reader::new(body);
             plain.ws();
             let plain = plain.expect(b'{').is_some() && {
                 plain.ws();
